@@ -1,0 +1,181 @@
+"""The sandbox contract: where an agent's commands run, independent of HTTP and of Docker.
+
+A `Sandbox` is one isolated machine-like place (a container today; a Kubernetes pod or a
+remote host later). Its whole contract is a handful of verbs — run a command in the
+persistent shell, run a one-off command, read a file, write a file, copy a folder in —
+plus `close`. Everything an agent sees as a *tool* (bash, python, edit_file ...) is built
+on these verbs in `orsbox.authoring`, so a new backend only implements this module.
+
+A `SandboxBackend` creates sandboxes from a `SandboxSpec` and finds/removes the ones a
+dead server left behind. Backends never raise foreign exceptions (docker, requests):
+they translate them to the `SandboxError` family in `orsbox.errors`.
+
+A non-zero exit code is data, not an exception: `ExecResult.exit_code` says it.
+Exceptions mean the sandbox itself failed (`SandboxGone` when it died under us).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EXEC_TIMEOUT_S = 60.0
+OUTPUT_CAP_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """What one command did.
+
+    `output` is stdout and stderr interleaved in the order they were written, decoded
+    as UTF-8 with invalid bytes replaced. When the command printed more than the cap,
+    `output` keeps the head and the tail around a marker line naming how many bytes were
+    cut, and `truncated` is true. `exit_code` is None when the command was killed for
+    running past its timeout (`timed_out`) or never finished for another reason.
+    `oom_killed` is true when the kernel's out-of-memory killer ended it.
+    """
+
+    output: str
+    exit_code: int | None
+    timed_out: bool = False
+    truncated: bool = False
+    output_bytes: int = 0
+    oom_killed: bool = False
+    duration_s: float = 0.0
+
+
+class SandboxLimits(BaseModel):
+    """Resource limits and hardening for one sandbox. Defaults are the safe choice."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_bytes: int = Field(default=1024**3, gt=0, description="hard memory limit (no swap)")
+    cpus: float = Field(default=1.0, gt=0)
+    pids: int = Field(default=512, gt=8, description="max processes/threads")
+    network: bool = Field(default=False, description="False: only a loopback interface")
+    disk_bytes: int | None = Field(default=None, description="bound on writable layer, if supported")
+    cap_add: tuple[str, ...] = ()
+    read_only_root: bool = False
+
+
+class SandboxSpec(BaseModel):
+    """Everything a backend needs to start one sandbox."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str
+    limits: SandboxLimits = SandboxLimits()
+    user: str | None = Field(
+        default=None,
+        description="user to run as; None: the image's `orsbox` user if present, else its default",
+    )
+    workdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, description="extra labels")
+    session_id: str = "none"
+
+
+@dataclass
+class SandboxInfo:
+    """A live sandbox as a backend lists it (for `orsbox ps`, sweeps and tests)."""
+
+    id: str
+    name: str
+    image: str
+    session_id: str
+    server_id: str
+    status: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class Sandbox(abc.ABC):
+    """One running sandbox. All methods are coroutines and safe to call concurrently,
+    except that `shell` calls are serialized (one persistent shell per sandbox)."""
+
+    id: str
+
+    @abc.abstractmethod
+    async def shell(
+        self,
+        command: str,
+        *,
+        timeout_s: float = EXEC_TIMEOUT_S,
+        output_cap_bytes: int = OUTPUT_CAP_BYTES,
+    ) -> ExecResult:
+        """Run `command` in this sandbox's persistent bash: cwd, exported variables,
+        functions and background jobs survive between calls. On timeout every process
+        the command started is killed (SIGKILL, even if it ignores SIGTERM) and the
+        shell stays usable. Background jobs (`cmd &`) do not hold the call open."""
+
+    @abc.abstractmethod
+    async def restart_shell(self) -> None:
+        """Kill the persistent shell and everything it started; start a fresh one."""
+
+    @abc.abstractmethod
+    async def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_s: float = EXEC_TIMEOUT_S,
+        output_cap_bytes: int = OUTPUT_CAP_BYTES,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run a one-off command (a string goes to `bash -c`), outside the persistent
+        shell. Same timeout and cap rules as `shell`."""
+
+    @abc.abstractmethod
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Return the file's bytes exactly. Raises `SandboxFileError` (with a message
+        fit for an agent) for a missing path, a directory, or no permission; with
+        `max_bytes`, raises it too when the file is larger."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        """Write bytes exactly, creating parent folders. Raises `SandboxFileError`."""
+
+    @abc.abstractmethod
+    async def copy_in(self, local_dir: Path, sandbox_dir: str) -> None:
+        """Copy a host folder's contents into `sandbox_dir` (created if needed)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop and remove the sandbox. Idempotent; never raises for an already-gone one."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """False once the sandbox is known to be gone (closed, killed, OOM at PID 1)."""
+
+
+class SandboxBackend(abc.ABC):
+    """Creates sandboxes and cleans up after dead servers."""
+
+    kind: Literal["docker", "fake"]
+
+    @abc.abstractmethod
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        """Start a sandbox. Raises `ImageNotFound` (naming the image and how to build it)
+        or `SandboxStartError`."""
+
+    @abc.abstractmethod
+    async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
+        """Sandboxes this server (or, with `all_servers`, any orsbox server) started."""
+
+    @abc.abstractmethod
+    async def sweep(self) -> int:
+        """Remove sandboxes whose server is gone; return how many were removed."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Remove every sandbox this backend started and release its resources."""
+
+    async def health(self) -> str | None:
+        """None when the backend can start sandboxes; else a one-line reason."""
+        return None
