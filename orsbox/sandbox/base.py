@@ -57,7 +57,9 @@ class SandboxLimits(BaseModel):
     cpus: float = Field(default=1.0, gt=0)
     pids: int = Field(default=512, gt=8, description="max processes/threads")
     network: bool = Field(default=False, description="False: only a loopback interface")
-    disk_bytes: int | None = Field(default=None, description="bound on writable layer, if supported")
+    disk_bytes: int | None = Field(
+        default=None, description="bound on writable layer, if supported"
+    )
     cap_add: tuple[str, ...] = ()
     read_only_root: bool = False
 

@@ -1,0 +1,15 @@
+"""Writing environments: the `Environment` base class and the `@tool` decorator."""
+
+from orsbox.authoring.environment import Environment, EnvironmentContext, as_split
+from orsbox.authoring.tools import ToolDef, ToolRaised, call_tool, find_tools, tool
+
+__all__ = [
+    "Environment",
+    "EnvironmentContext",
+    "ToolDef",
+    "ToolRaised",
+    "as_split",
+    "call_tool",
+    "find_tools",
+    "tool",
+]

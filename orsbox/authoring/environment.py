@@ -1,0 +1,128 @@
+"""`Environment`: the class environment authors subclass, compatible with ors-sdk's.
+
+An environment written for `ors-sdk` runs here by changing only its import line, so
+the class surface (names, classmethods, async defaults) follows ors-sdk. What orsbox
+adds is kept out of that surface: the server hands each instance an
+`EnvironmentContext` (session id, sandbox backend) before `setup`, which container
+environments use to start their sandbox.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orsbox.authoring.tools import ToolDef, find_tools
+from orsbox.authoring.user_code import call_user
+from orsbox.protocol.types import Blocks, JSONObject, ListToolsOutput, Split
+
+
+@dataclass
+class EnvironmentContext:
+    """What the host tells an environment instance about where it runs."""
+
+    session_id: str
+    sandbox_backend: Any = None  # orsbox.sandbox.SandboxBackend; Any keeps authoring light
+    settings: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def as_split(split: Split | str) -> Split:
+    """Splits may be given as names; `train`/`validation`/`test` keep their type and any
+    other name is a validation split, as in the reference servers."""
+    if isinstance(split, Split):
+        return split
+    kind = split if split in ("train", "validation", "test") else "validation"
+    return Split(name=split, type=kind)  # type: ignore[arg-type]
+
+
+class Environment(abc.ABC):
+    """One episode's world. Subclass it, define splits, tasks, a prompt and `@tool`s."""
+
+    orsbox_context: EnvironmentContext | None = None
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        self.task_spec: JSONObject = task_spec if task_spec is not None else {}
+        self.secrets: dict[str, str] = dict(secrets or {})
+
+    # -- identity -------------------------------------------------------------------
+    @classmethod
+    def name(cls) -> str:
+        """The environment's name; the server matches it case-insensitively."""
+        return cls.__name__
+
+    # -- tasks ----------------------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        """The task splits, as `Split` objects or bare names."""
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        """All tasks of a split. Environments with huge splits may instead override
+        `num_tasks` and `get_task` and leave this unimplemented."""
+        raise NotImplementedError(
+            f"{cls.__name__} does not list tasks; use num_tasks and get_task instead"
+        )
+
+    @classmethod
+    async def num_tasks(cls, split: str) -> int:
+        return len(await call_user(cls.list_tasks, split))
+
+    @classmethod
+    async def get_task(cls, split: str, index: int) -> JSONObject:
+        """Task `index` of `split` (Python indexing); raises IndexError when out of range."""
+        return (await call_user(cls.list_tasks, split))[index]
+
+    @classmethod
+    async def get_task_range(
+        cls, split: str, start: int | None = None, stop: int | None = None
+    ) -> list[JSONObject]:
+        """Tasks `start:stop` with Python slice rules (negative and omitted bounds)."""
+        if _overrides(cls, "get_task") or not _overrides(cls, "list_tasks"):
+            total = await call_user(cls.num_tasks, split)
+            indices = range(*slice(start, stop).indices(total))
+            return [await call_user(cls.get_task, split, i) for i in indices]
+        return list((await call_user(cls.list_tasks, split))[start:stop])
+
+    # -- episode --------------------------------------------------------------------
+    def setup(self) -> Any:
+        """Prepare the episode (may be async). Runs in the background after `/create`."""
+
+    def teardown(self) -> Any:
+        """Release the episode's resources (may be async). Runs on delete, timeout and
+        shutdown, and after a failed setup."""
+
+    @abc.abstractmethod
+    def get_prompt(self) -> Blocks:
+        """The first observation: a list of text/image blocks (may be async)."""
+
+    # -- tools ----------------------------------------------------------------------
+    @classmethod
+    def list_tools(cls) -> ListToolsOutput:
+        """Shared tools: the ones every task has."""
+        return ListToolsOutput(tools=[t.spec for t in find_tools(cls).values() if t.shared])
+
+    def list_task_tools(self) -> ListToolsOutput:
+        """Tools only this task has; by default the `@tool(shared=False)` methods.
+        `/{env}/task_tools` lists these after the shared ones."""
+        tools = find_tools(type(self)).values()
+        return ListToolsOutput(tools=[t.spec for t in tools if not t.shared])
+
+    def callable_tools(self) -> dict[str, ToolDef]:
+        """Tools an agent may call in this session (override to narrow per task)."""
+        return find_tools(type(self))
+
+
+def _overrides(cls: type, method: str) -> bool:
+    """True when a subclass, not `Environment`, defines `method`."""
+    for klass in cls.__mro__:
+        if klass is Environment:
+            return False
+        if method in klass.__dict__:
+            return True
+    return False

@@ -1,0 +1,63 @@
+"""Finding environment classes from what a user types: `module:Class`, `path/to/file.py:Class`,
+or a module or file alone (every `Environment` subclass defined in it)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from orsbox.authoring.environment import Environment
+from orsbox.errors import ManifestError
+
+
+def _import(target: str) -> ModuleType:
+    if target.endswith(".py") or "/" in target:
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise ManifestError(f"no such file: {target}")
+        name = f"orsbox_user_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.parent))
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as e:
+        raise ManifestError(f"cannot import {target!r}: {e}") from e
+
+
+def _defined_in(module: ModuleType) -> list[type[Environment]]:
+    return [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj)
+        and issubclass(obj, Environment)
+        and obj.__module__ == module.__name__
+        and not inspect.isabstract(obj)
+    ]
+
+
+def load_environment(ref: str) -> list[type[Environment]]:
+    """The environment class(es) named by one reference."""
+    target, _, attr = ref.partition(":")
+    module = _import(target)
+    if not attr:
+        found = _defined_in(module)
+        if not found:
+            raise ManifestError(f"{target!r} defines no Environment subclass")
+        return found
+    cls = getattr(module, attr, None)
+    if not (inspect.isclass(cls) and issubclass(cls, Environment)):
+        raise ManifestError(f"{ref!r} is not an orsbox Environment subclass")
+    return [cls]
+
+
+def load_environments(refs: list[str]) -> list[type[Environment]]:
+    return [cls for ref in refs for cls in load_environment(ref)]

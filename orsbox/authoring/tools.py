@@ -1,0 +1,128 @@
+"""The `@tool` decorator and how an environment's tools are found, described and called.
+
+A tool is a method marked with `@tool` that takes `self` and at most one pydantic model
+(its parameters) and returns a `ToolOutput`. Its docstring is the description the agent
+reads and the model's JSON schema is its `input_schema` (null without parameters).
+Tools are found once per class and listed sorted by name, as the reference servers do.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
+
+from pydantic import BaseModel, ValidationError
+
+from orsbox.authoring.user_code import call_user
+from orsbox.protocol.types import RunToolError, RunToolSuccess, ToolOutput, ToolSpec
+
+if TYPE_CHECKING:
+    from orsbox.authoring.environment import Environment
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_MARK = "__orsbox_tool__"
+
+
+@overload
+def tool(fn: F) -> F: ...
+@overload
+def tool(*, shared: bool = True) -> Callable[[F], F]: ...
+def tool(fn: Any = None, *, shared: bool = True) -> Any:
+    """Mark a method as a tool. `@tool(shared=False)` makes it task-specific: it is
+    listed only by `/{env}/task_tools` inside a session, not by `/{env}/tools`."""
+
+    def mark(f: F) -> F:
+        setattr(f, _MARK, {"shared": shared})
+        return f
+
+    return mark if fn is None else mark(fn)
+
+
+class ToolRaised(Exception):
+    """A tool raised: the call ends with an SSE `error` event carrying this message."""
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    description: str
+    params: type[BaseModel] | None
+    shared: bool
+
+    @property
+    def spec(self) -> ToolSpec:
+        schema = self.params.model_json_schema() if self.params else None
+        return ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+
+def _params_model(owner: type, name: str, fn: Callable[..., Any]) -> type[BaseModel] | None:
+    real = inspect.unwrap(fn)
+    params = [p for p in inspect.signature(real).parameters.values() if p.name != "self"]
+    if not params:
+        return None
+    hints = get_type_hints(real)
+    model = hints.get(params[0].name)
+    if len(params) > 1 or not (inspect.isclass(model) and issubclass(model, BaseModel)):
+        raise TypeError(
+            f"tool {owner.__name__}.{name} must take self and at most one pydantic model "
+            f"parameter, got ({', '.join(p.name for p in params)})"
+        )
+    return model
+
+
+def find_tools(cls: type) -> dict[str, ToolDef]:
+    """Every `@tool` method of `cls` (and its bases), by name, sorted by name."""
+    cached = cls.__dict__.get("_orsbox_tools")
+    if cached is not None:
+        return cached
+    found: dict[str, ToolDef] = {}
+    for name in sorted(dir(cls)):
+        fn = getattr(cls, name, None)
+        mark = getattr(fn, _MARK, None)
+        if mark is None or not callable(fn):
+            continue
+        description = inspect.cleandoc(fn.__doc__ or "")
+        found[name] = ToolDef(name, description, _params_model(cls, name, fn), mark["shared"])
+    cls._orsbox_tools = found  # type: ignore[attr-defined]
+    return found
+
+
+def _validation_message(tool_name: str, error: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in error.errors()
+    )
+    return f"invalid input for tool {tool_name!r}: {problems}"
+
+
+def _as_output(tool_name: str, result: Any) -> ToolOutput:
+    if isinstance(result, ToolOutput):
+        return result
+    if isinstance(result, dict):
+        return ToolOutput.model_validate(result)
+    raise ToolRaised(f"tool {tool_name!r} returned {type(result).__name__}; expected ToolOutput")
+
+
+async def call_tool(
+    env: Environment, name: str, tool_input: dict[str, Any]
+) -> RunToolSuccess | RunToolError:
+    """Run one tool. Unknown tools and invalid input are answered as `RunToolError`
+    naming what exists, so an agent can recover; a tool that raises raises
+    `ToolRaised` (the server turns it into an SSE `error` event)."""
+    tools = env.callable_tools()
+    found = tools.get(name)
+    if found is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return RunToolError(error=f"unknown tool {name!r}; available tools: {available}")
+    method = getattr(env, name)
+    try:
+        args = () if found.params is None else (found.params.model_validate(tool_input),)
+    except ValidationError as e:
+        return RunToolError(error=_validation_message(name, e))
+    try:
+        result = await call_user(method, *args)
+    except Exception as e:
+        raise ToolRaised(f"tool {name!r} failed: {type(e).__name__}: {e}") from e
+    return RunToolSuccess(output=_as_output(name, result))

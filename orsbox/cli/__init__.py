@@ -1,0 +1,1 @@
+"""The `orsbox` command line: one module per command, assembled in `main`."""

@@ -1,0 +1,3 @@
+"""ORS on the wire: pydantic types, SSE framing, the reconnect buffer.
+
+Imports nothing from orsbox but `orsbox.errors`."""

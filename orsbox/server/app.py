@@ -1,0 +1,72 @@
+"""`create_app`: the ORS server as a FastAPI application.
+
+Phases, as uvicorn names them:
+* startup — install log redaction, start the inactivity reaper (and, for container
+  environments, the sandbox backend's sweep of leftovers from dead servers);
+* serve — routes in `orsbox.server.routes`, thin, grouped by catalog/sessions/calls;
+* shutdown — cancel running calls, tear down every session (each teardown bounded by
+  `teardown_timeout_s`), close the sandbox backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from fastapi import FastAPI
+
+from orsbox import __version__
+from orsbox.authoring import Environment
+from orsbox.protocol.calls import CallRegistry
+from orsbox.server.catalog import Catalog
+from orsbox.server.errors import install_error_handlers
+from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
+from orsbox.server.routes import calls, catalog, sessions
+from orsbox.server.secrets import install_log_redaction
+from orsbox.server.sessions import SessionManager
+from orsbox.settings import Settings
+
+log = logging.getLogger("orsbox.server")
+
+
+def create_app(
+    environments: Sequence[type[Environment]],
+    settings: Settings | None = None,
+    *,
+    sandbox_backend: Any = None,
+) -> FastAPI:
+    """An ORS server for `environments` (the first is the default)."""
+    settings = settings or Settings()
+    cat = Catalog(environments)
+    manager = SessionManager(settings)
+    manager.sandbox_backend = sandbox_backend
+    registry = CallRegistry(linger_s=settings.result_linger_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        install_log_redaction()
+        reaper = asyncio.create_task(manager.reap_forever())
+        log.info("serving %s", ", ".join(cat.names))
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await registry.cancel_all()
+            await manager.close_all()
+            if sandbox_backend is not None:
+                await sandbox_backend.close()
+
+    app = FastAPI(title="orsbox", version=__version__, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.catalog = cat
+    app.state.sessions = manager
+    app.state.calls = registry
+    install_error_handlers(app)
+    for module in (catalog, sessions, calls):
+        app.include_router(module.router)
+    app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,89 @@
+"""The environments a server hosts, and the task questions asked of them.
+
+Names are matched case-insensitively; the first environment is the default that bare
+paths (`/tools`, `/call`, ...) and a `/create` without `env_name` reach. Splits and
+indices are checked here so every endpoint answers a bad one the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+
+from orsbox.authoring import Environment, as_split, find_tools
+from orsbox.authoring.user_code import call_user
+from orsbox.errors import BadRequest, NotFound
+from orsbox.protocol.types import JSONObject, Split
+
+
+class Catalog:
+    def __init__(self, environments: Sequence[type[Environment]]) -> None:
+        if not environments:
+            raise ValueError("a server needs at least one environment")
+        self._envs: dict[str, type[Environment]] = {}
+        for env_cls in environments:
+            self._add(env_cls)
+
+    def _add(self, env_cls: type[Environment]) -> None:
+        if not (inspect.isclass(env_cls) and issubclass(env_cls, Environment)):
+            raise TypeError(f"{env_cls!r} is not an orsbox Environment subclass")
+        key = env_cls.name().lower()
+        if key in self._envs:
+            raise ValueError(f"two environments are named {key!r}")
+        if not find_tools(env_cls):
+            raise ValueError(f"environment {key!r} has no tools; add at least one @tool")
+        self._envs[key] = env_cls
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._envs)
+
+    @property
+    def default(self) -> str:
+        return self.names[0]
+
+    def get(self, name: str | None) -> tuple[str, type[Environment]]:
+        key = (name or self.default).lower()
+        env_cls = self._envs.get(key)
+        if env_cls is None:
+            raise NotFound(f"unknown environment {name!r}; environments: {', '.join(self.names)}")
+        return key, env_cls
+
+    # -- tasks ----------------------------------------------------------------------
+    async def splits(self, env_cls: type[Environment]) -> list[Split]:
+        return [as_split(s) for s in await call_user(env_cls.list_splits)]
+
+    async def check_split(self, env_cls: type[Environment], split: str) -> None:
+        names = [s.name for s in await self.splits(env_cls)]
+        if split not in names:
+            raise BadRequest(f"unknown split {split!r}; splits: {', '.join(names)}")
+
+    async def tasks(self, env_cls: type[Environment], split: str) -> list[JSONObject]:
+        await self.check_split(env_cls, split)
+        try:
+            return list(await call_user(env_cls.list_tasks, split))
+        except NotImplementedError as e:
+            raise BadRequest(f"{e}") from e
+
+    async def num_tasks(self, env_cls: type[Environment], split: str) -> int:
+        await self.check_split(env_cls, split)
+        return int(await call_user(env_cls.num_tasks, split))
+
+    async def task(self, env_cls: type[Environment], split: str, index: int) -> JSONObject:
+        await self.check_split(env_cls, split)
+        try:
+            return await call_user(env_cls.get_task, split, index)
+        except IndexError as e:
+            total = await call_user(env_cls.num_tasks, split)
+            raise BadRequest(
+                f"index {index} is out of range for split {split!r} ({total} tasks)"
+            ) from e
+
+    async def task_range(
+        self, env_cls: type[Environment], split: str, start: int | None, stop: int | None
+    ) -> list[JSONObject]:
+        await self.check_split(env_cls, split)
+        try:
+            return list(await call_user(env_cls.get_task_range, split, start, stop))
+        except IndexError as e:
+            raise BadRequest(f"invalid range {start}:{stop} for split {split!r}") from e

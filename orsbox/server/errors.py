@@ -1,0 +1,65 @@
+"""The one table from exceptions to HTTP answers. Every error body is `{"detail": str}`.
+
+* `OrsboxError` subclasses carry their own status (and headers, e.g. `Retry-After`).
+* Request validation (malformed JSON, wrong types, missing fields) is 400, as the
+  spec's status list says, with a message naming each field and problem.
+* Anything else is a server fault: 500 with the exception type, secrets redacted.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orsbox.errors import OrsboxError
+from orsbox.server.secrets import LIVE_SECRETS
+
+log = logging.getLogger("orsbox.server")
+
+
+def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"detail": LIVE_SECRETS.redact(detail)}, status_code=status, headers=headers
+    )
+
+
+def describe_validation_error(error: RequestValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        if item.get("type") == "json_invalid":
+            problems.append(f"malformed JSON: {item.get('ctx', {}).get('error', item['msg'])}")
+            continue
+        where = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
+        problems.append(f"{where}: {item['msg']}")
+    return "invalid request: " + "; ".join(problems)
+
+
+async def _orsbox_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, OrsboxError)
+    return _error(exc.status, exc.message, exc.headers or None)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return _error(400, describe_validation_error(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return _error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+
+async def _server_fault(request: Request, exc: Exception) -> JSONResponse:
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _error(500, f"internal server error: {type(exc).__name__}: {exc}")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(OrsboxError, _orsbox_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _server_fault)

@@ -1,0 +1,68 @@
+"""`POST /{env}/call`: run a tool and deliver its result over Server-Sent Events.
+
+Calls within a session run one at a time in arrival order (the session's FIFO lock).
+Each call runs detached from its request (see `orsbox.protocol.calls`), so a dropped
+connection neither cancels it nor loses its result: re-post with the `task_id`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter
+from sse_starlette import EventSourceResponse
+
+from orsbox.authoring import ToolRaised, call_tool
+from orsbox.protocol.calls import Event
+from orsbox.protocol.sse import result_events
+from orsbox.protocol.types import ToolCall
+from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
+from orsbox.server.routes.sessions import SSE_HEADERS
+from orsbox.server.secrets import LIVE_SECRETS
+from orsbox.server.sessions import Session
+
+router = APIRouter()
+log = logging.getLogger("orsbox.calls")
+
+
+async def run_call(session: Session, call: ToolCall) -> list[Event]:
+    """The final SSE events of one call: `chunk`.../`end` with the result, or `error`."""
+    session.calls_in_flight += 1
+    try:
+        async with session.call_lock:
+            if session.env is None:
+                return [{"event": "error", "data": "session was deleted"}]
+            result = await call_tool(session.env, call.name, call.input)
+        return result_events(LIVE_SECRETS.redact(result.model_dump_json()))
+    except ToolRaised as e:
+        log.warning("session %s: %s", session.sid, e, exc_info=e.__cause__)
+        return [{"event": "error", "data": LIVE_SECRETS.redact(str(e))}]
+    finally:
+        session.calls_in_flight -= 1
+        session.touch()
+
+
+@router.post("/{env_name}/call")
+async def call(
+    env_name: str,
+    body: ToolCall,
+    sid: SessionIdDep,
+    catalog: CatalogDep,
+    sessions: SessionsDep,
+    calls: CallsDep,
+    settings: SettingsDep,
+) -> EventSourceResponse:
+    catalog.get(env_name)
+    session = await sessions.ready(sid)
+    if body.task_id is None:
+        record = calls.start(sid, lambda: run_call(session, body))
+        stream = record.stream()
+    elif (record := calls.find(body.task_id, sid)) is not None:
+        stream = record.stream()
+    else:
+        stream = _unknown_task_id()
+    return EventSourceResponse(stream, ping=settings.keepalive_s, headers=SSE_HEADERS)  # type: ignore[arg-type]
+
+
+async def _unknown_task_id():
+    yield {"event": "error", "data": "unknown task_id"}

@@ -1,0 +1,74 @@
+"""Discovery: what environments, tools, splits and tasks exist. No session needed; an
+`X-Session-ID` header (the ors-sdk client always sends a throwaway one) is ignored."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from orsbox import __version__
+from orsbox.protocol.types import (
+    GetTask,
+    GetTaskRange,
+    ListTasks,
+    ListToolsOutput,
+    NumTasks,
+    NumTasksAnswer,
+    Split,
+    TaskAnswer,
+    TasksAnswer,
+)
+from orsbox.server.deps import CatalogDep
+
+router = APIRouter()
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/version")
+async def version() -> dict[str, str | None]:
+    return {"version": __version__, "build_sha": None}
+
+
+@router.get("/list_environments")
+async def list_environments(catalog: CatalogDep) -> list[str]:
+    return catalog.names
+
+
+@router.get("/{env_name}/tools")
+async def tools(env_name: str, catalog: CatalogDep) -> ListToolsOutput:
+    _, env_cls = catalog.get(env_name)
+    return env_cls.list_tools()
+
+
+@router.get("/{env_name}/splits")
+async def splits(env_name: str, catalog: CatalogDep) -> list[Split]:
+    _, env_cls = catalog.get(env_name)
+    return await catalog.splits(env_cls)
+
+
+@router.post("/{env_name}/tasks")
+async def tasks(env_name: str, body: ListTasks, catalog: CatalogDep) -> TasksAnswer:
+    name, env_cls = catalog.get(env_name)
+    return TasksAnswer(tasks=await catalog.tasks(env_cls, body.split), env_name=name)
+
+
+@router.post("/{env_name}/num_tasks")
+async def num_tasks(env_name: str, body: NumTasks, catalog: CatalogDep) -> NumTasksAnswer:
+    _, env_cls = catalog.get(env_name)
+    return NumTasksAnswer(num_tasks=await catalog.num_tasks(env_cls, body.split))
+
+
+@router.post("/{env_name}/task")
+async def task(env_name: str, body: GetTask, catalog: CatalogDep) -> TaskAnswer:
+    name, env_cls = catalog.get(env_name)
+    return TaskAnswer(task=await catalog.task(env_cls, body.split, body.index), env_name=name)
+
+
+@router.post("/{env_name}/task_range")
+async def task_range(env_name: str, body: GetTaskRange, catalog: CatalogDep) -> TasksAnswer:
+    name, env_cls = catalog.get(env_name)
+    found = await catalog.task_range(env_cls, body.split, body.start, body.stop)
+    return TasksAnswer(tasks=found, env_name=name)

@@ -1,0 +1,99 @@
+"""Episode lifecycle: session ids, `/create`, `/ping`, `/delete`, prompt and task tools."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import EventSourceResponse
+
+from orsbox.authoring.user_code import call_user
+from orsbox.errors import BadRequest
+from orsbox.protocol.types import Blocks, CreateSession, ListToolsOutput, SessionId, Status
+from orsbox.server.deps import CatalogDep, SessionIdDep, SessionsDep
+from orsbox.server.secrets import merge_secrets
+
+router = APIRouter()
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@router.post("/create_session", response_model=SessionId)
+async def create_session(request: Request) -> Response:
+    """A fresh session id: SSE (`task_id`, then `end` with `{"sid": ...}`) for clients
+    that accept `text/event-stream`, plain JSON otherwise."""
+    sid = str(uuid.uuid4())
+    if "text/event-stream" not in request.headers.get("accept", ""):
+        return JSONResponse({"sid": sid})
+
+    async def events() -> Any:
+        yield {"event": "task_id", "data": sid}
+        yield {"event": "end", "data": SessionId(sid=sid).model_dump_json()}
+
+    return EventSourceResponse(events(), headers=SSE_HEADERS)
+
+
+@router.post("/create")
+async def create(
+    sid: SessionIdDep,
+    catalog: CatalogDep,
+    sessions: SessionsDep,
+    body: Annotated[CreateSession | None, Body()] = None,
+    x_secrets: Annotated[str | None, Header()] = None,
+) -> SessionId:
+    if body is None:
+        raise BadRequest("body must give either task_spec or split and index")
+    if body.toolset_name is not None:
+        raise BadRequest("toolsets are not supported by this server")
+    name, env_cls = catalog.get(body.env_name)
+    if body.task_spec is not None:
+        task_spec = body.task_spec
+    else:
+        assert body.split is not None and body.index is not None
+        task_spec = await catalog.task(env_cls, body.split, body.index)
+    secrets = merge_secrets(body.secrets, x_secrets)
+    sessions.create(sid, name, env_cls, task_spec, secrets)
+    return SessionId(sid=sid)
+
+
+@router.post("/ping")
+async def ping(sid: SessionIdDep, sessions: SessionsDep) -> Status:
+    sessions.check_not_failed(sessions.get(sid))
+    return Status(status="ok")
+
+
+@router.post("/delete")
+async def delete(sid: SessionIdDep, sessions: SessionsDep) -> SessionId:
+    """Idempotent: 200 for any id, so client cleanup never masks an earlier error."""
+    await sessions.delete(sid)
+    return SessionId(sid=sid)
+
+
+@router.post("/delete_session")
+async def delete_session(sid: SessionIdDep, sessions: SessionsDep) -> SessionId:
+    await sessions.delete(sid)
+    return SessionId(sid=sid)
+
+
+@router.get("/{env_name}/prompt")
+async def prompt(
+    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
+) -> Blocks:
+    """The path's environment must exist but is not checked against the session's,
+    as the spec says; the session decides."""
+    catalog.get(env_name)
+    env = await sessions.environment(sid)
+    return await call_user(env.get_prompt)
+
+
+@router.get("/{env_name}/task_tools")
+async def task_tools(
+    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
+) -> ListToolsOutput:
+    catalog.get(env_name)
+    env = await sessions.environment(sid)
+    shared = env.list_tools().tools
+    specific = (await call_user(env.list_task_tools)).tools
+    return ListToolsOutput(tools=[*shared, *specific])

@@ -1,0 +1,230 @@
+"""Sessions: one environment instance per episode, from `/create` to teardown.
+
+Life of a session:
+
+    /create ──► starting ──setup ok──► ready ──/delete, timeout, shutdown──► closed
+                    └──setup raised──► failed ──────────────┘
+
+`/create` answers at once; `setup` runs as a background task. `/ping` answers during
+setup; other requests wait for it at most `setup_wait_s`, then get 503 with
+`Retry-After`. A failed setup makes every later request fail with its message. Any
+request naming the session resets its inactivity clock, and a session with a tool
+call in flight is never idle. Deleted ids are remembered (bounded) so they answer 410.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from pydantic import SecretStr
+
+from orsbox.authoring import Environment, EnvironmentContext
+from orsbox.authoring.user_code import call_user
+from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
+from orsbox.server.secrets import LIVE_SECRETS
+from orsbox.settings import Settings
+
+log = logging.getLogger("orsbox.sessions")
+
+
+@dataclass(eq=False)
+class Session:
+    sid: str
+    env_name: str
+    env_cls: type[Environment]
+    last_active: float = field(default_factory=time.monotonic)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    call_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    env: Environment | None = None
+    error: str | None = None
+    calls_in_flight: int = 0
+    secret_values: list[str] = field(default_factory=list)
+    setup_task: asyncio.Task[None] | None = None
+    closed: bool = False
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    @property
+    def state(self) -> str:
+        if self.closed:
+            return "closed"
+        if not self.ready.is_set():
+            return "starting"
+        return "failed" if self.error else "ready"
+
+
+class SessionManager:
+    def __init__(self, settings: Settings, context_extras: dict[str, Any] | None = None) -> None:
+        self.settings = settings
+        self.context_extras = context_extras or {}
+        self.sandbox_backend: Any = None
+        self._sessions: dict[str, Session] = {}
+        self._deleted: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    # -- lookup ---------------------------------------------------------------------
+    def get(self, sid: str) -> Session:
+        """The session, its clock reset. 404 if never created, 410 if deleted."""
+        session = self._sessions.get(sid)
+        if session is None:
+            if sid in self._deleted:
+                raise Gone(f"session {sid!r} was deleted")
+            raise NotFound(
+                f"session {sid!r} not found (never created, or reaped after "
+                f"{self.settings.session_timeout_s:g}s without requests)"
+            )
+        session.touch()
+        return session
+
+    async def ready(self, sid: str) -> Session:
+        """The session once its setup has finished; see the module docstring."""
+        session = self.get(sid)
+        if not session.ready.is_set():
+            with anyio.move_on_after(self.settings.setup_wait_s):
+                await session.ready.wait()
+        return self._check_ready(session)
+
+    async def environment(self, sid: str) -> Environment:
+        """The session's environment once ready (410 if deleted meanwhile)."""
+        env = (await self.ready(sid)).env
+        if env is None:
+            raise Gone(f"session {sid!r} was deleted")
+        return env
+
+    def _check_ready(self, session: Session) -> Session:
+        if session.closed:
+            raise Gone(f"session {session.sid!r} was deleted")
+        if not session.ready.is_set():
+            raise ServiceUnavailable(
+                "environment setup is still running; retry shortly",
+                headers={
+                    "Retry-After": str(self.settings.setup_retry_after_s),
+                    "X-Backend-State": "starting",
+                },
+            )
+        if session.error is not None:
+            raise SetupFailed(session.error)
+        return session
+
+    def check_not_failed(self, session: Session) -> None:
+        """For `/ping`: fine while starting or ready, the setup error once failed."""
+        if session.ready.is_set():
+            self._check_ready(session)
+
+    # -- create ---------------------------------------------------------------------
+    def create(
+        self,
+        sid: str,
+        env_name: str,
+        env_cls: type[Environment],
+        task_spec: dict[str, Any],
+        secrets: dict[str, SecretStr],
+    ) -> Session:
+        if sid in self._sessions:
+            raise BadRequest(f"session {sid!r} already exists")
+        self._deleted.pop(sid, None)
+        session = Session(sid=sid, env_name=env_name, env_cls=env_cls)
+        session.secret_values = LIVE_SECRETS.add(secrets)
+        self._sessions[sid] = session
+        session.setup_task = asyncio.create_task(self._setup(session, task_spec, secrets))
+        log.info("session %s created (environment %s)", sid, env_name)
+        return session
+
+    async def _setup(
+        self, session: Session, task_spec: dict[str, Any], secrets: dict[str, SecretStr]
+    ) -> None:
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(self.settings.setup_timeout_s):
+                await self._construct_and_setup(session, task_spec, secrets)
+            log.info("session %s ready in %.3fs", session.sid, time.monotonic() - started)
+        except Exception as e:
+            session.error = LIVE_SECRETS.redact(_describe_setup_error(e, self.settings))
+            log.warning("session %s setup failed: %s", session.sid, session.error)
+            await self._teardown(session)
+        finally:
+            session.ready.set()
+
+    async def _construct_and_setup(
+        self, session: Session, task_spec: dict[str, Any], secrets: dict[str, SecretStr]
+    ) -> None:
+        plain = {k: v.get_secret_value() for k, v in secrets.items()}
+        env = await call_user(session.env_cls, task_spec=task_spec, secrets=plain)
+        env.orsbox_context = EnvironmentContext(
+            session_id=session.sid,
+            sandbox_backend=self.sandbox_backend,
+            settings=self.settings,
+            extras=self.context_extras,
+        )
+        session.env = env
+        await call_user(env.setup)
+
+    # -- delete ---------------------------------------------------------------------
+    async def delete(self, sid: str, *, reaped: bool = False) -> bool:
+        """Tear the session down; True if there was one. Idempotent. A deleted id
+        answers 410 afterwards; a reaped (timed out) one 404, as the spec says."""
+        session = self._sessions.pop(sid, None)
+        if session is None:
+            return False
+        if not reaped:
+            self._remember_deleted(sid)
+        session.closed = True
+        if session.setup_task and not session.setup_task.done():
+            session.setup_task.cancel()
+            await asyncio.gather(session.setup_task, return_exceptions=True)
+            session.ready.set()
+        await self._teardown(session)
+        LIVE_SECRETS.remove(session.secret_values)
+        log.info("session %s deleted", sid)
+        return True
+
+    async def _teardown(self, session: Session) -> None:
+        env, session.env = session.env, None
+        if env is None:
+            return
+        try:
+            with anyio.fail_after(self.settings.teardown_timeout_s):
+                await call_user(env.teardown)
+        except Exception as e:
+            log.warning("session %s teardown failed: %s", session.sid, LIVE_SECRETS.redact(repr(e)))
+
+    def _remember_deleted(self, sid: str) -> None:
+        self._deleted[sid] = None
+        while len(self._deleted) > self.settings.max_deleted_remembered:
+            self._deleted.popitem(last=False)
+
+    # -- reaping --------------------------------------------------------------------
+    def idle_sessions(self, now: float | None = None) -> list[str]:
+        now = time.monotonic() if now is None else now
+        limit = self.settings.session_timeout_s
+        return [
+            s.sid
+            for s in self._sessions.values()
+            if s.calls_in_flight == 0 and now - s.last_active > limit
+        ]
+
+    async def reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.reap_interval_s)
+            idle = self.idle_sessions()
+            for sid in idle:
+                log.info("session %s idle for %gs: reaping", sid, self.settings.session_timeout_s)
+            await asyncio.gather(*(self.delete(sid, reaped=True) for sid in idle))
+
+    async def close_all(self) -> None:
+        await asyncio.gather(*(self.delete(sid) for sid in list(self._sessions)))
+
+
+def _describe_setup_error(error: Exception, settings: Settings) -> str:
+    if isinstance(error, TimeoutError):
+        return f"setup failed: timed out after {settings.setup_timeout_s:g}s"
+    return f"setup failed: {type(error).__name__}: {error}"

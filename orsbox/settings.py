@@ -1,0 +1,33 @@
+"""One settings model for the server. Every field can be set from the environment as
+`ORSBOX_<FIELD>` (e.g. `ORSBOX_SESSION_TIMEOUT_S=60`) and the CLI exposes the common ones."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ORSBOX_", extra="ignore")
+
+    host: str = Field(default="127.0.0.1", description="address to bind")
+    port: int = Field(default=8080, ge=0, le=65535)
+    session_timeout_s: float = Field(default=900.0, gt=0, description="inactivity timeout")
+    reap_interval_s: float = Field(
+        default=5.0, gt=0, description="how often to look for idle sessions"
+    )
+    setup_wait_s: float = Field(
+        default=25.0, ge=0, description="how long a request waits for setup"
+    )
+    setup_timeout_s: float = Field(default=900.0, gt=0, description="setup runs at most this long")
+    teardown_timeout_s: float = Field(default=60.0, gt=0)
+    setup_retry_after_s: int = Field(default=2, ge=0)
+    keepalive_s: float = Field(default=10.0, gt=0, description="SSE keep-alive comment interval")
+    result_linger_s: float = Field(
+        default=60.0, ge=0, description="finished results kept for reconnect"
+    )
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0, description="largest request body")
+    max_deleted_remembered: int = Field(
+        default=100_000, gt=0, description="deleted ids answering 410"
+    )
+    log_level: str = Field(default="info")

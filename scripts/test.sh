@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's test command (the README's, and what CI runs): installs what the tests
+# need on a fresh Debian 12 machine, starts a Docker engine, builds the sandbox image,
+# then runs ruff and the whole pytest suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+bash scripts/start-docker.sh
+bash scripts/build-images.sh
+ruff check .
+ruff format --check orsbox tests
+python3 -m pytest "$@"

@@ -1,0 +1,74 @@
+"""Secrets from `/create` (body and X-Secrets) reach the environment and nothing else:
+not responses, not error messages, not SSE error events, not the server's log."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import PROTOCOL_ENVS
+from tests.servers import LiveServer, start_server
+from tests.sse_client import post_sse
+
+BODY_SECRET = "sk-body-4f1c9e77d2"
+HEADER_SECRET = "sk-header-8a2b6c0d91"
+
+
+def secrets_header(values: dict[str, str]) -> str:
+    return base64.b64encode(
+        json.dumps({k: {"value": v} for k, v in values.items()}).encode()
+    ).decode()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    live = start_server(PROTOCOL_ENVS, tmp_path_factory.mktemp("secrets"), log_level="debug")
+    yield live
+    live.stop()
+
+
+def create(server: LiveServer, secret_location: str, **task: object) -> str:
+    sid = uuid.uuid4().hex
+    body: dict = {"task_spec": {"question": "q", "answer": "1", **task}}
+    headers = {"X-Session-ID": sid}
+    if secret_location == "body":
+        body["secrets"] = {"token": BODY_SECRET, "other": "plain-value"}
+    else:
+        headers["X-Secrets"] = secrets_header({"token": HEADER_SECRET, "other": "plain-value"})
+    r = httpx.post(f"{server.url}/create", json=body, headers=headers)
+    assert r.status_code == 200
+    assert BODY_SECRET not in r.text and HEADER_SECRET not in r.text
+    return sid
+
+
+@pytest.mark.parametrize("where", ["body", "header"])
+def test_secrets_reach_the_environment_and_never_come_back(server: LiveServer, where: str) -> None:
+    secret = BODY_SECRET if where == "body" else HEADER_SECRET
+    sid = create(server, where)
+    url = f"{server.url}/protocol/call"
+    names = post_sse(url, {"name": "secret_names", "input": {}}, sid).result()
+    assert names["output"]["blocks"][0]["text"] == "other,token"
+    leaked = post_sse(url, {"name": "leak", "input": {}}, sid)
+    assert secret not in leaked.raw and "token=[redacted]" in leaked.raw
+    raised = post_sse(url, {"name": "explode", "input": {}}, sid)
+    assert raised.events[-1] == ("error", "tool 'explode' failed: ValueError: kaboom [redacted]")
+
+    failing = create(server, where, fail_setup=True)
+    r = httpx.get(f"{server.url}/protocol/prompt", headers={"X-Session-ID": failing})
+    assert r.status_code == 500
+    assert r.json()["detail"] == "setup failed: RuntimeError: setup exploded with [redacted]"
+    for sid_ in (sid, failing):
+        httpx.post(f"{server.url}/delete", headers={"X-Session-ID": sid_})
+
+
+def test_secrets_never_appear_in_the_log(server: LiveServer) -> None:
+    # runs after the test above (same module server): the log holds their tracebacks
+    log = server.log()
+    assert "kaboom" in log and "setup exploded" in log  # the errors were logged ...
+    assert BODY_SECRET not in log and HEADER_SECRET not in log  # ... without the secrets
+    assert base64.b64encode(HEADER_SECRET.encode()).decode()[:12] not in log
