@@ -1,0 +1,812 @@
+"""The in-container agent: one process per sandbox that runs every command for the host.
+
+Started once per container as `python3 -c <this source>` over one attached `docker exec`
+(so the image needs python3 >= 3.7 and bash, no copied files), it turns a 54 ms
+`docker exec` per call into a sub-millisecond round trip on a socket that stays open.
+Standard library only; single-threaded on purpose: a fork bomb that exhausts the pids
+limit must not stop the agent from sweeping it (a thread is a pid too).
+
+Wire format, both directions (host -> agent on stdin, agent -> host on stdout; stdout
+carries nothing else, diagnostics go to stderr):
+
+    >II  header length, payload length | header: JSON object | payload: raw bytes
+
+Requests carry an integer `id` and an `op`: hello, shell, restart, exec, read, write,
+untar. Each gets exactly one reply with the same `id`: `{"ok": true, ...}` or
+`{"ok": false, "error": "...", "kind": "file" | "bad"}`. Command output, file contents,
+stdin and written data travel as the payload, never as JSON text, so binary data and
+50 MB files cost no escaping.
+
+The agent sends nothing until the host's `hello`: bytes that arrived while the host's
+HTTP client was still reading docker's upgrade response could be lost.
+
+Dead-man's switch: EOF on stdin means the server died or let go of the sandbox; the
+agent then ends PID 1 (tini) so the container exits and `auto_remove` deletes it.
+"""
+
+import collections
+import contextlib
+import errno
+import io
+import json
+import os
+import selectors
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import tarfile
+import time
+
+HEAD = struct.Struct(">II")
+READ_CHUNK = 65536
+POLL_S = 0.05  # how often running children are polled for exit while work is active
+SHELL_GRACE_S = 0.5  # after a timeout sweep, how long the shell gets to print its sentinel
+SWEEP_LIMIT_S = 3.0  # a kill sweep repeats until quiet, but not for longer than this
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def log(message):
+    sys.stderr.write(f"orsbox-agent: {message}\n")
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------- output cap
+
+
+class Capture:
+    """Bounded output: the first half of the cap, the last half, and a byte count.
+
+    Memory never exceeds the cap, however much a command prints."""
+
+    def __init__(self, cap):
+        self.cap = max(int(cap), 2)
+        self.head_cap = self.cap // 2
+        self.tail_cap = self.cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data):
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        if len(data) >= self.tail_cap:
+            self.tail = bytearray(data[len(data) - self.tail_cap :])
+            return
+        self.tail += data
+        excess = len(self.tail) - self.tail_cap
+        if excess > 0:
+            del self.tail[:excess]
+
+    def result(self):
+        """(bytes, truncated)"""
+        cut = self.total - len(self.head) - len(self.tail)
+        if cut <= 0:
+            return bytes(self.head + self.tail), False
+        marker = (
+            f"\n[... {cut} bytes cut: the output was {self.total} bytes,"
+            f" over the {self.cap}-byte cap ...]\n"
+        )
+        return bytes(self.head) + marker.encode() + bytes(self.tail), True
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def now_tick():
+    """Clock ticks since boot, the unit of /proc/PID/stat's start time."""
+    if hasattr(time, "CLOCK_BOOTTIME"):
+        return int(time.clock_gettime(time.CLOCK_BOOTTIME) * CLK_TCK)
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * CLK_TCK)
+
+
+def process_table():
+    """{pid: (ppid, sid, start_tick, state)} for every process in the container."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        rest = raw[raw.rfind(b")") + 2 :].split()
+        table[int(name)] = (int(rest[1]), int(rest[3]), int(rest[19]), rest[0])
+    return table
+
+
+def ancestry_root(pid, table, roots):
+    """The first of `roots` found walking up from pid (pid itself included), else the
+    pid whose parent is 0 or 1 (an orphan's last ancestor)."""
+    seen = 0
+    while pid in table and seen < 4096:
+        if pid in roots:
+            return pid
+        ppid = table[pid][0]
+        if ppid in (0, 1):
+            return pid
+        pid, seen = ppid, seen + 1
+    return pid
+
+
+def kill_sweep(select_victims):
+    """SIGKILL what `select_victims(table)` names, again and again until a pass finds
+    nothing new (a fork bomb keeps forking while it is being killed). Returns the count."""
+    killed = set()
+    deadline = time.time() + SWEEP_LIMIT_S
+    while time.time() < deadline:
+        table = process_table()
+        victims = [p for p in select_victims(table) if table[p][3] != b"Z" and p not in killed]
+        if not victims:
+            break
+        for pid in victims:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+    return len(killed)
+
+
+class OomCounter:
+    """The cgroup's count of OOM kills (v1 memory.oom_control, v2 memory.events),
+    read with one pread on a descriptor kept open: it is read twice per command."""
+
+    def __init__(self):
+        self.fd = None
+        for path in OOM_FILES:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            self.fd = fd
+            if self.read() is not None:
+                return
+            os.close(fd)
+            self.fd = None
+
+    def read(self):
+        if self.fd is None:
+            return None
+        try:
+            text = os.pread(self.fd, 4096, 0).decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return None
+
+
+OOM = None  # the agent's OomCounter, made in main()
+
+
+def open_children_file(pid):
+    try:
+        return os.open(f"/proc/{pid}/task/{pid}/children", os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def read_children(fd):
+    """Direct children of a process: the shell's background jobs from earlier calls,
+    which a timeout must spare even if they started within the same clock tick."""
+    if fd is None:
+        return set()
+    try:
+        return set(int(p) for p in os.pread(fd, 65536, 0).split())
+    except (OSError, ValueError):
+        return set()
+
+
+def oom_count():
+    return OOM.read() if OOM is not None else None
+
+
+def raise_oom_score():
+    """Run in each child before exec: make it, not the agent or PID 1, the OOM victim."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
+def exit_code_of(returncode):
+    return 128 - returncode if returncode < 0 else returncode
+
+
+# ---------------------------------------------------------------------------- persistent shell
+
+
+class ShellCall:
+    def __init__(self, rid, capture, timeout, notes):
+        self.rid = rid
+        self.capture = capture
+        self.timeout = timeout
+        self.started = time.time()
+        self.deadline = self.started + timeout
+        self.start_tick = now_tick()
+        self.oom_before = oom_count()
+        self.timed_out = False
+        self.grace = 0.0
+        self.notes = notes
+
+
+class Shell:
+    """A persistent `bash --noprofile --norc` whose state survives between calls.
+
+    Per call the agent writes one fixed line to bash's stdin and the command text (ended
+    by NUL) to a second pipe; bash reads the text with `read -d ''`, `eval`s it at top
+    level (not inside a function, where `declare` would be local) and prints a NUL-framed
+    sentinel with a per-shell random token and `$?`. No fork per call. stdout and stderr
+    share one pipe so output interleaves as on a terminal; the pipe is drained at all
+    times, also between calls (background jobs), into bounded captures."""
+
+    def __init__(self, agent):
+        self.agent = agent
+        self.proc = None
+        self.call = None
+        self.out_open = False
+        self.between = Capture(65536)
+
+    # -- life
+
+    def start(self):
+        self.token = os.urandom(8).hex()
+        self.sentinel = b"\0" + self.token.encode() + b":"
+        out_r, out_w = os.pipe()
+        cmd_r, self.cmd_w = os.pipe()
+        self.proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc"],
+            stdin=subprocess.PIPE,
+            stdout=out_w,
+            stderr=out_w,
+            pass_fds=(cmd_r,),
+            start_new_session=True,
+            preexec_fn=raise_oom_score,
+        )
+        os.close(out_w)
+        os.close(cmd_r)
+        self.out_r, self.out_open, self.pending = out_r, True, b""
+        os.set_blocking(out_r, False)
+        self.agent.sel.register(out_r, selectors.EVENT_READ, self.on_output)
+        # Helpers keep the per-call line short (bash reads a pipe one byte at a time);
+        # the eval itself stays at top level.
+        setup = (
+            f"__orsbox_r() {{ IFS= read -r -d '' __orsbox_c <&{cmd_r}; }}; "
+            f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}\n"
+        )
+        os.write(self.proc.stdin.fileno(), setup.encode())
+        self.line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'.encode()
+        self.children = open_children_file(self.proc.pid)
+
+    def forget(self):
+        """Close our ends of a shell that is dead (or about to be)."""
+        self.close_output()
+        os.close(self.cmd_w)
+        if self.children is not None:
+            os.close(self.children)
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        self.proc = None
+
+    def close_output(self):
+        if self.out_open:
+            self.agent.sel.unregister(self.out_r)
+            os.close(self.out_r)
+            self.out_open = False
+
+    def kill(self):
+        """Kill bash, everything it started and everything in its session."""
+        pid = self.proc.pid
+
+        def victims(table):
+            return [p for p in table if table[p][1] == pid or ancestry_root(p, table, {pid}) == pid]
+
+        kill_sweep(victims)
+        self.proc.wait()
+        self.forget()
+
+    def restart(self):
+        if self.call is not None:
+            self.finish(None, "[orsbox: the shell was restarted while this command ran]")
+        if self.proc is not None:
+            self.kill()
+        self.start()
+
+    # -- calls
+
+    def run(self, rid, command, timeout, cap):
+        notes = []
+        if self.proc is not None and self.proc.poll() is not None:
+            notes.append("[orsbox: the shell had exited; a fresh shell was started]")
+            self.forget()
+        if self.proc is None:
+            self.start()
+        capture = Capture(cap)
+        capture.add(self.between.result()[0])
+        self.between = Capture(65536)
+        self.call = ShellCall(rid, capture, timeout, notes)
+        self.call.earlier_jobs = read_children(self.children)
+        try:
+            os.write(self.proc.stdin.fileno(), self.line)
+            os.write(self.cmd_w, command.replace(b"\0", b"") + b"\0")
+        except OSError:
+            pass  # the shell died: `tick` notices and reports it
+
+    def finish(self, code, note=None):
+        call, self.call = self.call, None
+        if note:
+            call.notes.append(note)
+        self.agent.reply_result(call, None if call.timed_out else code)
+
+    # -- output
+
+    def on_output(self, fd):
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except OSError as e:
+            if e.errno == errno.EAGAIN:
+                return
+            data = b""
+        if not data:  # every writer is gone: bash exited; `tick` or `run` reaps it
+            self.close_output()
+            return
+        self.scan(self.pending + data)
+
+    def scan(self, data):
+        """Split the stream at the sentinel, which a read may have cut in two."""
+        if self.call is None:
+            self.between.add(data)
+            self.pending = b""
+            return
+        at = data.find(self.sentinel)
+        if at < 0:
+            keep = max(len(data) - len(self.sentinel) - 12, 0)
+            self.call.capture.add(data[:keep])
+            self.pending = data[keep:]
+            return
+        end = data.find(b"\0", at + len(self.sentinel))
+        self.call.capture.add(data[:at])
+        if end < 0:
+            self.pending = data[at:]
+            return
+        self.pending = b""
+        self.finish(int(data[at + len(self.sentinel) : end] or b"1"))
+        if end + 1 < len(data):
+            self.between.add(data[end + 1 :])
+
+    def drain(self):
+        while self.out_open:
+            try:
+                data = os.read(self.out_r, READ_CHUNK)
+            except OSError:
+                return
+            if not data:
+                self.close_output()
+                return
+            self.scan(self.pending + data)
+
+    # -- time
+
+    def tick(self):
+        """Each loop turn while a call runs: a shell that died, a call past its time."""
+        call = self.call
+        if call is None:
+            return
+        if self.proc.poll() is not None:
+            self.on_shell_exit()
+        elif not call.timed_out and time.time() >= call.deadline:
+            self.on_timeout(call)
+        elif call.timed_out and (time.time() >= call.grace or self.sweep(call)):
+            # Still busy after its processes died: a builtin loop, or the rest of the
+            # command line starting new processes. Only killing the shell stops it.
+            self.kill()
+            self.finish(None, SHELL_KILLED)
+            self.start()
+
+    def on_shell_exit(self):
+        self.drain()
+        if self.call is None:  # the sentinel made it out first
+            return
+        code = exit_code_of(self.proc.returncode)
+        self.forget()
+        self.finish(code, f"[orsbox: the shell exited (code {code}); a fresh shell was started]")
+        self.start()
+
+    def on_timeout(self, call):
+        """Kill what the command started; the shell is stopped meanwhile so it cannot
+        start the next part of the command line between two sweeps."""
+        call.timed_out = True
+        with contextlib.suppress(OSError):
+            os.kill(self.proc.pid, signal.SIGSTOP)
+        n = self.sweep(call)
+        with contextlib.suppress(OSError):
+            os.kill(self.proc.pid, signal.SIGCONT)
+        call.notes.append(
+            f"[orsbox: timed out after {call.timeout:g}s; killed {n} process(es) it started]"
+        )
+        call.grace = time.time() + SHELL_GRACE_S
+
+    def sweep(self, call):
+        return kill_sweep(lambda table: self.timeout_victims(table, call.start_tick))
+
+    def timeout_victims(self, table, since):
+        """What the command started: descendants of the shell, and orphans (parent 1)
+        that began after it, except what a one-off exec or a `docker exec` owns."""
+        me, shell = os.getpid(), self.proc.pid
+        protected = self.agent.exec_pids() | self.call.earlier_jobs
+        out = []
+        for pid, (_, sid, start, _) in table.items():
+            if pid in (1, me, shell) or start < since or sid in protected:
+                continue
+            root = ancestry_root(pid, table, protected | {shell, me})
+            if root == shell or (root not in protected and root != me and table[root][0] == 1):
+                out.append(pid)
+        return out
+
+
+SHELL_KILLED = (
+    "[orsbox: the shell was still running the command after its processes were killed"
+    " (a shell loop, or more of the command line), so the shell was killed and restarted: "
+    "cwd, variables, functions and background jobs are lost]"
+)
+
+
+# ---------------------------------------------------------------------------- one-off exec
+
+
+class ExecCall:
+    """One command outside the persistent shell, in its own session so a timeout can
+    kill its whole tree. It finishes when its process exits (after a short last read),
+    not when every background child has closed the output pipe."""
+
+    def __init__(self, agent, rid, req, stdin):
+        self.agent, self.rid = agent, rid
+        self.capture = Capture(req.get("cap", 65536))
+        self.timeout = float(req.get("timeout", 60))
+        self.started = time.time()
+        self.deadline = self.started + self.timeout
+        self.oom_before = oom_count()
+        self.timed_out, self.exited_at, self.notes = False, None, []
+        self.stdin = memoryview(stdin)
+        self.proc = self.spawn(req, bool(stdin))
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        agent.sel.register(self.proc.stdout.fileno(), selectors.EVENT_READ, self.on_output)
+        if stdin:
+            os.set_blocking(self.proc.stdin.fileno(), False)
+            agent.sel.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, self.on_stdin)
+        self.out_open = True
+
+    def spawn(self, req, has_stdin):
+        argv = req["argv"] if "argv" in req else ["bash", "-c", req["cmd"]]
+        env = dict(os.environ)
+        env.update(req.get("env") or {})
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if has_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=req.get("cwd") or None,
+            env=env,
+            start_new_session=True,
+            preexec_fn=raise_oom_score,
+        )
+
+    def on_stdin(self, fd):
+        try:
+            n = os.write(fd, self.stdin[:READ_CHUNK])
+        except OSError:
+            n = len(self.stdin)  # the command stopped reading; drop the rest
+        self.stdin = self.stdin[n:]
+        if not self.stdin:
+            self.agent.sel.unregister(fd)
+            self.proc.stdin.close()
+
+    def on_output(self, fd):
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except OSError as e:
+            if e.errno == errno.EAGAIN:
+                return
+            data = b""
+        if data:
+            self.capture.add(data)
+        else:
+            self.close_output()
+
+    def close_output(self):
+        if self.out_open:
+            self.agent.sel.unregister(self.proc.stdout.fileno())
+            self.proc.stdout.close()
+            self.out_open = False
+
+    def tick(self):
+        now = time.time()
+        if self.exited_at is None and self.proc.poll() is not None:
+            self.exited_at = now
+        if self.exited_at is not None:
+            if not self.out_open or now - self.exited_at > 0.1:
+                self.finish()
+        elif now >= self.deadline and not self.timed_out:
+            self.timed_out = True
+            pid = self.proc.pid
+            n = kill_sweep(
+                lambda t: [p for p in t if t[p][1] == pid or ancestry_root(p, t, {pid}) == pid]
+            )
+            self.notes.append(
+                f"[orsbox: timed out after {self.timeout:g}s; killed {n} process(es)]"
+            )
+
+    def finish(self):
+        while self.out_open:
+            try:
+                data = os.read(self.proc.stdout.fileno(), READ_CHUNK)
+            except OSError:
+                break
+            if not data:
+                break
+            self.capture.add(data)
+        self.close_output()
+        if self.stdin:
+            self.agent.sel.unregister(self.proc.stdin.fileno())
+            self.proc.stdin.close()
+        del self.agent.execs[self.rid]
+        code = exit_code_of(self.proc.returncode)
+        self.agent.reply_result(self, None if self.timed_out else code)
+
+
+# ---------------------------------------------------------------------------- files
+
+
+class FileError(Exception):
+    pass
+
+
+def describe_os_error(e, path):
+    if isinstance(e, FileNotFoundError):
+        return f"no such file: {path}"
+    if isinstance(e, PermissionError):
+        return f"permission denied: {path}"
+    if isinstance(e, IsADirectoryError):
+        return f"is a directory: {path}"
+    if isinstance(e, NotADirectoryError):
+        return f"not a directory: a parent of {path} is a file"
+    if e.errno == errno.ENOSPC:
+        return f"no space left on device: {path}"
+    if e.errno == errno.EROFS:
+        return f"read-only file system: {path}"
+    return f"{e.strerror or e}: {path}"
+
+
+def read_file(path, max_bytes):
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise FileError(f"is a directory: {path}")
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError(f"not a regular file: {path}")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise FileError(too_large(path, st.st_size, max_bytes))
+        with open(path, "rb") as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    except OSError as e:
+        raise FileError(describe_os_error(e, path)) from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise FileError(too_large(path, len(data), max_bytes))
+    return data
+
+
+def too_large(path, size, limit):
+    size_text = size if size <= limit + 1 else f"more than {limit}"
+    return f"file too large: {path} is {size_text} bytes, over the {limit}-byte limit"
+
+
+def write_file(path, data, mode):
+    try:
+        if os.path.isdir(path):
+            raise FileError(f"is a directory: {path}")
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    except FileExistsError:
+        raise FileError(f"not a directory: a parent of {path} is a file") from None
+    except OSError as e:
+        raise FileError(describe_os_error(e, path)) from None
+
+
+def untar(dest, data):
+    try:
+        os.makedirs(dest, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, filter="data")
+            else:
+                tar.extractall(dest)
+    except OSError as e:
+        raise FileError(describe_os_error(e, dest)) from None
+    except tarfile.TarError as e:
+        raise FileError(f"could not unpack into {dest}: {e}") from None
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+class Agent:
+    def __init__(self, dead_man):
+        self.dead_man = dead_man
+        self.sel = selectors.DefaultSelector()
+        self.inbuf = bytearray()
+        self.execs = {}
+        self.shell = Shell(self)
+        self.shell_queue = collections.deque()
+        self.oom_supported = oom_count() is not None
+        os.set_blocking(0, False)
+        self.sel.register(0, selectors.EVENT_READ, self.on_stdin)
+
+    def exec_pids(self):
+        return set(call.proc.pid for call in self.execs.values())
+
+    def serve(self):
+        while True:
+            busy = self.shell.call is not None or self.execs or self.shell_queue
+            for key, _ in self.sel.select(POLL_S if busy else None):
+                key.data(key.fd)
+            self.shell.tick()
+            for call in list(self.execs.values()):
+                call.tick()
+            if self.shell.call is None and self.shell_queue:
+                self.shell.run(*self.shell_queue.popleft())
+
+    # -- input
+
+    def on_stdin(self, fd):
+        try:
+            data = os.read(fd, 1 << 20)
+        except OSError as e:
+            if e.errno == errno.EAGAIN:
+                return
+            data = b""
+        if not data:
+            self.stop()
+        self.inbuf += data
+        while len(self.inbuf) >= HEAD.size:
+            hlen, plen = HEAD.unpack_from(self.inbuf)
+            end = HEAD.size + hlen + plen
+            if len(self.inbuf) < end:
+                return
+            header = json.loads(bytes(self.inbuf[HEAD.size : HEAD.size + hlen]).decode())
+            payload = bytes(self.inbuf[HEAD.size + hlen : end])
+            del self.inbuf[:end]
+            self.dispatch(header, payload)
+
+    def dispatch(self, req, payload):
+        rid = req.get("id")
+        try:
+            self.handle(rid, req.get("op"), req, payload)
+        except FileError as e:
+            self.reply(rid, {"ok": False, "kind": "file", "error": str(e)})
+        except Exception as e:  # one bad request must not take the agent down
+            log(f"request {req.get('op')!r} failed: {e!r}")
+            self.reply(rid, {"ok": False, "kind": "bad", "error": f"{type(e).__name__}: {e}"})
+
+    def handle(self, rid, op, req, payload):
+        if op == "hello":
+            info = {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom": self.oom_supported}
+            self.reply(rid, info)
+        elif op == "shell":
+            # Queued, not refused: a host that gave up waiting may send the next command
+            # while the previous one still runs to its own timeout.
+            self.shell_queue.append((rid, payload, float(req["timeout"]), int(req["cap"])))
+        elif op == "restart":
+            self.shell.restart()
+            self.reply(rid, {"ok": True})
+        elif op == "exec":
+            self.start_exec(rid, req, payload)
+        elif op == "read":
+            self.reply(rid, {"ok": True}, read_file(req["path"], req.get("max")))
+        elif op == "write":
+            write_file(req["path"], payload, int(req.get("mode", 0o644)))
+            self.reply(rid, {"ok": True})
+        elif op == "untar":
+            untar(req["path"], payload)
+            self.reply(rid, {"ok": True})
+        else:
+            raise ValueError(f"unknown op {op!r}")
+
+    def start_exec(self, rid, req, stdin):
+        cwd = req.get("cwd")
+        if cwd and not os.path.isdir(cwd):
+            self.reply_plain(rid, f"[orsbox: no such directory: {cwd}]\n", 1)
+            return
+        try:
+            self.execs[rid] = ExecCall(self, rid, req, stdin)
+        except FileNotFoundError as e:
+            self.reply_plain(rid, "%s: command not found\n" % (e.filename or req.get("argv")), 127)
+        except OSError as e:  # EAGAIN when the pids limit is reached
+            self.reply_plain(rid, f"[orsbox: could not start the command: {e}]\n", 126)
+
+    # -- output
+
+    def reply(self, rid, header, payload=b""):
+        header["id"] = rid
+        raw = json.dumps(header).encode()
+        if len(payload) < 1 << 18:  # one write, so one docker frame, for small replies
+            write_all(1, HEAD.pack(len(raw), len(payload)) + raw + payload)
+            return
+        write_all(1, HEAD.pack(len(raw), len(payload)) + raw)
+        write_all(1, payload)
+
+    def reply_plain(self, rid, text, code):
+        data = text.encode()
+        header = {"ok": True, "exit": code, "timed_out": False, "truncated": False}
+        header.update({"bytes": len(data), "oom": False, "duration": 0.0})
+        self.reply(rid, header, data)
+
+    def reply_result(self, call, code):
+        output, truncated = call.capture.result()
+        after = oom_count()
+        oom = call.oom_before is not None and after is not None and after > call.oom_before
+        notes = list(call.notes)
+        if oom:
+            notes.append("[orsbox: killed: out of memory (the sandbox's memory limit)]")
+        if notes:
+            sep = b"" if not output or output.endswith(b"\n") else b"\n"
+            output += sep + "\n".join(notes).encode() + b"\n"
+        header = {"ok": True, "exit": code, "timed_out": call.timed_out, "truncated": truncated}
+        header.update(
+            {"bytes": call.capture.total, "oom": oom, "duration": time.time() - call.started}
+        )
+        self.reply(call.rid, header, output)
+
+    # -- the end
+
+    def stop(self):
+        """stdin closed: the host is gone. As the dead-man's switch, end PID 1 too."""
+        if not self.dead_man:
+            os._exit(0)
+        log("stdin closed: the server is gone; stopping the container")
+        me = os.getpid()
+        with contextlib.suppress(OSError):
+            os.kill(1, signal.SIGTERM)
+        # PID 1 ignores SIGKILL from inside its namespace; killing its child ends it.
+        kill_sweep(lambda table: [p for p in table if p not in (1, me)])
+        os._exit(0)
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            selectors.select.select([], [fd], [])
+
+
+def main(argv):
+    global OOM
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    OOM = OomCounter()
+    agent = Agent(dead_man="--sub" not in argv)
+    agent.serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,195 @@
+"""`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
+
+Start is: check the image, create, start, attach the agent (one `docker exec` for the
+sandbox's whole life), say hello. A start that fails or is cancelled half-way removes
+its container before raising, so nothing is left behind.
+
+Containers never outlive their server: the agent's dead-man's switch ends the container
+when the server's socket closes (even on SIGKILL), `auto_remove` deletes it, and `sweep`
+removes what a crash on a dead engine connection may still have left, judged by the
+owner labels (`labels.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import secrets
+import socket
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import docker
+
+from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
+from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed
+from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.images import build_hint
+from orsbox.sandbox.docker.options import container_name, container_options
+from orsbox.sandbox.docker.sandbox import DockerSandbox, check
+
+log = logging.getLogger("orsbox.sandbox.docker")
+
+AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
+
+
+@functools.cache
+def agent_source() -> str:
+    return (Path(__file__).parent / "agent.py").read_text()
+
+
+def default_server_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class DockerBackend(SandboxBackend):
+    kind: Literal["docker", "fake"] = "docker"
+
+    def __init__(
+        self,
+        server_id: str | None = None,
+        client: docker.DockerClient | None = None,
+        *,
+        run_options: dict[str, Any] | None = None,
+    ) -> None:
+        """`run_options` override the container defaults (see `options.py`), e.g.
+        `{"init": False}` or `{"runtime": "runsc"}`."""
+        self.server_id = server_id or default_server_id()
+        self.engine = Engine(client)
+        self._run_options = dict(run_options or {})
+        self._sandboxes: dict[str, DockerSandbox] = {}
+
+    # -- start
+
+    async def start(self, spec: SandboxSpec) -> DockerSandbox:
+        try:
+            return await self._start(spec)
+        except (ImageNotFound, SandboxStartError):
+            raise
+        except (SandboxError, ChannelClosed) as e:
+            raise SandboxStartError(f"could not start a sandbox from {spec.image}: {e}") from None
+
+    async def _start(self, spec: SandboxSpec) -> DockerSandbox:
+        if not await self.engine.image_exists(spec.image):
+            raise ImageNotFound(f"image {spec.image!r} not found; {build_hint(spec.image)}")
+        name = container_name(spec.session_id)
+        labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
+        container_id = await self.engine.create(
+            container_options(spec, name, labels, self._run_options)
+        )
+        try:
+            return await self._start_created(container_id, name)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._remove_quietly(container_id)
+            raise
+
+    async def _start_created(self, container_id: str, name: str) -> DockerSandbox:
+        await self.engine.start(container_id)
+        sandbox: DockerSandbox | None = None
+
+        def lost() -> None:
+            if sandbox is not None:
+                sandbox.channel_lost()
+
+        channel = await self._open_agent(container_id, name, "", lost)
+        sandbox = DockerSandbox(
+            engine=self.engine,
+            container_id=container_id,
+            name=name,
+            channel=channel,
+            open_agent=functools.partial(self._open_sub_agent, container_id, name),
+            on_closed=lambda s: self._sandboxes.pop(s.id, None),
+        )
+        self._sandboxes[container_id] = sandbox
+        log.info("sandbox %s started (%s)", name, container_id[:12])
+        return sandbox
+
+    async def _open_agent(
+        self, container_id: str, name: str, user: str, on_lost: Any = None, sub: bool = False
+    ) -> AgentChannel:
+        argv = ["python3", "-c", agent_source(), *(["--sub"] if sub else [])]
+        sock = await self.engine.attach_exec(container_id, argv, user)
+        channel = await AgentChannel.connect(sock, name, on_lost)
+        try:
+            with anyio.fail_after(AGENT_HELLO_TIMEOUT_S):
+                header, _ = await channel.request({"op": "hello"})
+            check(header)
+        except TimeoutError:
+            channel.close()
+            raise SandboxStartError(f"the sandbox agent in {name} did not answer") from None
+        except BaseException:
+            channel.close()
+            raise
+        return channel
+
+    async def _open_sub_agent(self, container_id: str, name: str, user: str) -> AgentChannel:
+        try:
+            return await self._open_agent(container_id, f"{name}[{user}]", user, sub=True)
+        except ChannelClosed:
+            raise SandboxError(f"could not run a command as user {user!r} in {name}") from None
+
+    async def _remove_quietly(self, container_id: str) -> None:
+        try:
+            await self.engine.remove(container_id)
+        except SandboxError as e:
+            log.warning("could not remove container %s: %s", container_id[:12], e)
+
+    # -- the rest of the contract
+
+    async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
+        wanted = [f"{L.ORSBOX}=1"] if all_servers else [f"{L.SERVER}={self.server_id}"]
+        return [to_info(c) for c in await self.engine.list(wanted)]
+
+    async def sweep(self) -> int:
+        """Remove containers whose owning server process is certainly dead."""
+        containers = await self.engine.list([f"{L.ORSBOX}=1"])
+        doomed = [
+            c["Id"]
+            for c in containers
+            if (c.get("Labels") or {}).get(L.SERVER) != self.server_id
+            and L.owner_is_dead(c.get("Labels") or {})
+        ]
+        async with anyio.create_task_group() as tg:
+            for container_id in doomed:
+                tg.start_soon(self._remove_quietly, container_id)
+        if doomed:
+            log.info("swept %d container(s) of dead servers", len(doomed))
+        return len(doomed)
+
+    async def close(self) -> None:
+        async with anyio.create_task_group() as tg:
+            for sandbox in list(self._sandboxes.values()):
+                tg.start_soon(self._close_quietly, sandbox)
+        await anyio.to_thread.run_sync(self.engine.close)
+
+    async def _close_quietly(self, sandbox: DockerSandbox) -> None:
+        try:
+            await sandbox.close()
+        except SandboxError as e:
+            log.warning("could not close sandbox %s: %s", sandbox.name, e)
+
+    async def health(self) -> str | None:
+        try:
+            await self.engine.ping()
+        except SandboxError as e:
+            return str(e)
+        return None
+
+
+def to_info(container: dict[str, Any]) -> SandboxInfo:
+    labels = container.get("Labels") or {}
+    names = container.get("Names") or ["?"]
+    return SandboxInfo(
+        id=container["Id"],
+        name=names[0].lstrip("/"),
+        image=container.get("Image", ""),
+        session_id=labels.get(L.SESSION, ""),
+        server_id=labels.get(L.SERVER, ""),
+        status=container.get("State", ""),
+        labels=labels,
+    )

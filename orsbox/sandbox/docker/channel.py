@@ -1,0 +1,177 @@
+"""The host side of the agent protocol: one asyncio connection per sandbox.
+
+The agent (`agent.py`) runs as one attached `docker exec` whose raw socket the docker
+SDK hands over. We give that socket to the event loop as a plain `asyncio.Protocol`, so an
+idle sandbox costs a socket and a few objects, not a thread, and a request costs no
+docker API call. Docker multiplexes the exec's stdout and stderr on the socket with
+8-byte frame headers (type, 3 zero bytes, big-endian length); stdout carries the
+agent's frames (see `agent.py` for the format), stderr its diagnostics, which we log.
+
+Requests carry ids, so several can be in flight at once (a shell call while files are
+read); replies are matched by id. When the socket closes every pending and later request
+fails with `ChannelClosed`, which the sandbox turns into `SandboxGone`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("orsbox.sandbox.docker")
+
+DOCKER_HEAD = struct.Struct(">BxxxL")
+AGENT_HEAD = struct.Struct(">II")
+STDOUT, STDERR = 1, 2
+
+Header = dict[str, Any]
+
+
+class ChannelClosed(Exception):
+    """The agent's socket closed: the container or the agent is gone."""
+
+
+def encode_frame(header: Header, payload: bytes = b"") -> bytes:
+    raw = json.dumps(header).encode()
+    return AGENT_HEAD.pack(len(raw), len(payload)) + raw + payload
+
+
+class FrameReader:
+    """Turns the exec's byte stream into (stream, chunk) and then agent frames.
+
+    Buffers hold at most one incomplete frame; a big reply (a 50 MB file) is cut out
+    of the buffer once, when its last byte has arrived."""
+
+    def __init__(self) -> None:
+        self._docker = bytearray()
+        self._agent = bytearray()
+
+    def feed(self, data: bytes) -> tuple[list[tuple[Header, bytes]], list[bytes]]:
+        """Return the complete agent frames and stderr chunks found so far."""
+        self._docker += data
+        frames: list[tuple[Header, bytes]] = []
+        errors: list[bytes] = []
+        while len(self._docker) >= DOCKER_HEAD.size:
+            stream, size = DOCKER_HEAD.unpack_from(self._docker)
+            end = DOCKER_HEAD.size + size
+            if len(self._docker) < end:
+                break
+            chunk = bytes(self._docker[DOCKER_HEAD.size : end])
+            del self._docker[:end]
+            if stream == STDERR:
+                errors.append(chunk)
+            else:
+                self._agent += chunk
+                frames.extend(self._agent_frames())
+        return frames, errors
+
+    def _agent_frames(self) -> list[tuple[Header, bytes]]:
+        out = []
+        while len(self._agent) >= AGENT_HEAD.size:
+            hlen, plen = AGENT_HEAD.unpack_from(self._agent)
+            start = AGENT_HEAD.size
+            end = start + hlen + plen
+            if len(self._agent) < end:
+                break
+            header = json.loads(bytes(self._agent[start : start + hlen]))
+            payload = bytes(self._agent[start + hlen : end])
+            del self._agent[:end]
+            out.append((header, payload))
+        return out
+
+
+class AgentChannel(asyncio.Protocol):
+    """Request/reply over the exec socket. Use `connect` to make one."""
+
+    def __init__(self, name: str, on_lost: Callable[[], None] | None = None) -> None:
+        self.name = name
+        self._on_lost = on_lost
+        self._reader = FrameReader()
+        self._pending: dict[int, asyncio.Future[tuple[Header, bytes]]] = {}
+        self._ids = itertools.count(1)
+        self._transport: asyncio.Transport | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._write_lock = asyncio.Lock()
+        self.closed = asyncio.Event()
+
+    @classmethod
+    async def connect(
+        cls, sock: socket.socket, name: str, on_lost: Callable[[], None] | None = None
+    ) -> AgentChannel:
+        loop = asyncio.get_running_loop()
+        channel = cls(name, on_lost)
+        if sock.family == socket.AF_UNIX:
+            await loop.create_unix_connection(lambda: channel, sock=sock)
+        else:
+            await loop.create_connection(lambda: channel, sock=sock)
+        return channel
+
+    @property
+    def open(self) -> bool:
+        return not self.closed.is_set()
+
+    async def request(self, header: Header, payload: bytes = b"") -> tuple[Header, bytes]:
+        """Send one request and wait for its reply. Raises `ChannelClosed`."""
+        if not self.open or self._transport is None:
+            raise ChannelClosed(self.name)
+        rid = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[rid] = future
+        try:
+            await self._send(encode_frame({**header, "id": rid}, payload))
+            return await future
+        finally:
+            self._pending.pop(rid, None)
+
+    async def _send(self, frame: bytes) -> None:
+        # One writer at a time, and wait while the socket buffer is full, so a 50 MB
+        # write_file is sent in order and is never buffered twice.
+        async with self._write_lock:
+            await self._writable.wait()
+            if self._transport is None or self._transport.is_closing():
+                raise ChannelClosed(self.name)
+            self._transport.write(frame)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        frames, errors = self._reader.feed(data)
+        for chunk in errors:
+            for line in chunk.decode(errors="replace").splitlines():
+                log.info("%s: %s", self.name, line)
+        for header, payload in frames:
+            future = self._pending.get(header.get("id", -1))
+            if future is not None and not future.done():
+                future.set_result((header, payload))
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set()
+        self._writable.set()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ChannelClosed(self.name))
+        if self._on_lost is not None:
+            self._on_lost()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()

@@ -1,0 +1,159 @@
+"""Every call to the Docker engine, off the event loop, with a deadline, translated.
+
+The docker SDK is blocking, so each call runs in a worker thread bounded by a dedicated
+`anyio.CapacityLimiter` (a burst of session starts must not starve the process-wide
+default pool other code uses). The client's connection pool is larger than the limiter,
+so concurrent callers never hit "Connection pool is full" and never wait on each other
+for a connection. Every request has the client timeout as its deadline.
+
+This is the one place where docker and requests exceptions become the `SandboxError`
+family: NotFound -> SandboxGone, unreachable engine -> SandboxError naming it, any other
+API error -> SandboxError with docker's explanation. Callers add context (a failed
+start is re-raised as SandboxStartError by the backend).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import anyio
+import docker
+import docker.errors
+import requests.exceptions
+
+from orsbox.errors import ImageNotFound, SandboxError, SandboxGone
+
+DOCKER_TIMEOUT_S = 60.0  # per API request; a burst of 50 creates takes ~8 s on 2 cores
+MAX_CONCURRENT_CALLS = 64
+POOL_SIZE = MAX_CONCURRENT_CALLS + 16
+REMOVE_WAIT_S = 30.0  # how long to wait for a removal already in progress
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Re-raise docker/requests failures of `what` as orsbox errors."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as e:
+        raise ImageNotFound(f"{what}: image not found: {e.explanation}") from None
+    except docker.errors.NotFound as e:
+        raise SandboxGone(f"{what}: not found: {e.explanation}") from None
+    except docker.errors.APIError as e:
+        raise SandboxError(f"{what}: docker said: {e.explanation or e}") from None
+    except (requests.exceptions.RequestException, docker.errors.DockerException) as e:
+        raise SandboxError(f"{what}: docker engine unreachable: {e}") from None
+
+
+class Engine:
+    """A docker client used only from worker threads. Created lazily: building a client
+    asks the engine for its API version, which must not happen on the event loop."""
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        self._client = client
+        self._owns_client = client is None
+        self._client_lock = threading.Lock()
+        self.limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
+
+    @property
+    def client(self) -> docker.DockerClient:
+        with self._client_lock:
+            if self._client is None:
+                self._client = docker.from_env(timeout=DOCKER_TIMEOUT_S, max_pool_size=POOL_SIZE)
+            return self._client
+
+    async def run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(*args)` in a worker thread; translate its docker errors."""
+
+        def call() -> T:
+            with translated(what):
+                return fn(*args)
+
+        return await anyio.to_thread.run_sync(call, limiter=self.limiter)
+
+    # -- calls
+
+    async def ping(self) -> None:
+        await self.run("ping", lambda: self.client.ping())
+
+    async def image_exists(self, image: str) -> bool:
+        def exists() -> bool:
+            try:
+                self.client.images.get(image)
+            except docker.errors.ImageNotFound:
+                return False
+            return True
+
+        return await self.run(f"look up image {image}", exists)
+
+    async def create(self, options: dict[str, Any]) -> str:
+        def create() -> str:
+            return self.client.containers.create(**options).id
+
+        return await self.run(f"create container for {options.get('image')}", create)
+
+    async def start(self, container_id: str) -> None:
+        await self.run("start container", self.client.api.start, container_id)
+
+    async def inspect(self, container_id: str) -> dict[str, Any]:
+        return await self.run("inspect container", self.client.api.inspect_container, container_id)
+
+    async def list(self, labels: list[str]) -> list[dict[str, Any]]:
+        fn = functools.partial(self.client.api.containers, all=True, filters={"label": labels})
+        return await self.run("list containers", fn)
+
+    async def kill(self, container_id: str) -> None:
+        await self.run("kill container", self.client.api.kill, container_id)
+
+    async def remove(self, container_id: str) -> None:
+        """Force-remove; a container already gone or being removed counts as removed.
+        Returns once the engine no longer lists it."""
+        await self.run("remove container", self._remove_and_wait, container_id)
+
+    def _remove_and_wait(self, container_id: str) -> None:
+        api = self.client.api
+        try:
+            api.remove_container(container_id, force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            if e.status_code != 409:  # 409: removal already in progress (auto_remove)
+                raise
+        deadline = time.monotonic() + REMOVE_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                api.inspect_container(container_id)
+            except docker.errors.NotFound:
+                return
+            time.sleep(0.05)
+        raise SandboxError(f"container {container_id[:12]} is still being removed")
+
+    async def attach_exec(self, container_id: str, argv: list[str], user: str) -> socket.socket:
+        """Start `argv` as an attached exec (stdin open, no tty); return its raw socket."""
+        return await self.run("start the sandbox agent", self._attach, container_id, argv, user)
+
+    def _attach(self, container_id: str, argv: list[str], user: str) -> socket.socket:
+        api = self.client.api
+        exec_id = api.exec_create(container_id, argv, stdin=True, tty=False, user=user)["Id"]
+        raw = api.exec_start(exec_id, socket=True, tty=False)
+        sock = getattr(raw, "_sock", raw)
+        if not isinstance(sock, socket.socket):
+            raise SandboxError(f"unsupported docker transport for attach: {type(raw).__name__}")
+        # Our own descriptor, so closing the SDK's response objects cannot close ours.
+        mine = sock.dup()
+        with contextlib.suppress(Exception):
+            raw.close()
+            sock.close()
+        return mine
+
+    def close(self) -> None:
+        if self._owns_client and self._client is not None:
+            self._client.close()

@@ -1,0 +1,61 @@
+"""Labels that tie a container to the server process that started it.
+
+Every sandbox container carries `orsbox=1`, the server id and session id, and the
+owner's identity: host name, pid and the pid's start time (`/proc/PID/stat` field 22).
+A later server on the same host can then tell, without any shared state, whether the
+owner is still running: a pid that is gone, or reused by a process that started at
+another time, means the owner died and its containers may be swept. Containers of other
+hosts are never judged (their pids mean nothing here).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+ORSBOX = "orsbox"
+SERVER = "orsbox.server"
+SESSION = "orsbox.session"
+HOST = "orsbox.host"
+PID = "orsbox.pid"
+PID_START = "orsbox.pid_start"
+
+
+def process_start_time(pid: int) -> str | None:
+    """The pid's start time in clock ticks since boot, or None if there is no such pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].split()[19].decode()
+
+
+def owner_labels(server_id: str) -> dict[str, str]:
+    """The labels naming this process as the owner."""
+    pid = os.getpid()
+    return {
+        ORSBOX: "1",
+        SERVER: server_id,
+        HOST: socket.gethostname(),
+        PID: str(pid),
+        PID_START: process_start_time(pid) or "",
+    }
+
+
+def sandbox_labels(server_id: str, session_id: str, extra: dict[str, str]) -> dict[str, str]:
+    """Labels for one sandbox; orsbox's own win over same-named extra labels."""
+    return {**extra, **owner_labels(server_id), SESSION: session_id}
+
+
+def owner_is_dead(labels: dict[str, str]) -> bool:
+    """True only when the owner certainly died: same host, and its pid is gone or now
+    belongs to a process that started at another time."""
+    if labels.get(HOST) != socket.gethostname():
+        return False
+    try:
+        pid = int(labels.get(PID, ""))
+    except ValueError:
+        return False
+    started = process_start_time(pid)
+    return started is None or started != labels.get(PID_START)
