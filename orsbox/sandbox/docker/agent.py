@@ -618,12 +618,14 @@ def write_file(path, data, mode):
         parent = os.path.dirname(path)
         if parent:
             os.makedirs(parent, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        # mode None keeps an existing file's permissions (edits must not drop +x)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
+            if mode is not None:
+                os.fchmod(fd, mode)
         finally:
             os.close(fd)
     except FileExistsError:
@@ -723,7 +725,8 @@ class Agent:
         elif op == "read":
             self.reply(rid, {"ok": True}, read_file(req["path"], req.get("max")))
         elif op == "write":
-            write_file(req["path"], payload, int(req.get("mode", 0o644)))
+            mode = req.get("mode", 0o644)
+            write_file(req["path"], payload, None if mode is None else int(mode))
             self.reply(rid, {"ok": True})
         elif op == "untar":
             untar(req["path"], payload)

@@ -31,6 +31,7 @@ log = logging.getLogger("orsbox.sandbox.docker")
 
 REPLY_GRACE_S = 30.0  # the agent enforces timeouts; past timeout + this, it is stuck
 FILE_OP_TIMEOUT_S = 300.0
+GONE_SETTLE_S = 3.0
 
 OpenAgent = Callable[[str], Awaitable[AgentChannel]]  # user -> a fresh sub-agent channel
 
@@ -114,7 +115,7 @@ class DockerSandbox(Sandbox):
         _, payload = await self._call(request, b"", FILE_OP_TIMEOUT_S)
         return payload
 
-    async def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+    async def write_file(self, path: str, data: bytes, *, mode: int | None = 0o644) -> None:
         await self._call(
             {"op": "write", "path": path, "mode": mode}, bytes(data), FILE_OP_TIMEOUT_S
         )
@@ -180,13 +181,19 @@ class DockerSandbox(Sandbox):
         return await asyncio.shield(self._gone)
 
     async def _why_gone(self) -> str:
-        try:
-            state = (await self._engine.inspect(self.id)).get("State", {})
-        except SandboxGone:
-            return f"sandbox {self.name} is gone: the container was removed (killed or exited)"
-        except SandboxError as e:
-            return f"sandbox {self.name} is gone, and docker cannot say why: {e}"
-        return f"sandbox {self.name} is gone: {describe_state(state)}"
+        # The exec's socket closes a moment before docker records the container's end,
+        # so a container still "running" is asked again for a little while.
+        deadline = anyio.current_time() + GONE_SETTLE_S
+        while True:
+            try:
+                state = (await self._engine.inspect(self.id)).get("State", {})
+            except SandboxGone:
+                return f"sandbox {self.name} is gone: the container was removed (killed or exited)"
+            except SandboxError as e:
+                return f"sandbox {self.name} is gone, and docker cannot say why: {e}"
+            if not state.get("Running") or anyio.current_time() > deadline:
+                return f"sandbox {self.name} is gone: {describe_state(state)}"
+            await anyio.sleep(0.1)
 
 
 def describe_state(state: dict[str, Any]) -> str:

@@ -1,0 +1,151 @@
+"""One-off commands and files in a Docker sandbox, against the real engine."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from orsbox.errors import SandboxFileError
+from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+
+async def test_exec_argv_string_env_cwd_stdin(sandbox: DockerSandbox) -> None:
+    assert (await sandbox.exec(["echo", "a b", "$HOME"])).output == "a b $HOME\n"
+    result = await sandbox.exec(
+        "echo $FOO; pwd; cat; exit 4", env={"FOO": "bar"}, cwd="/tmp", stdin=b"in\n"
+    )
+    assert (result.output, result.exit_code) == ("bar\n/tmp\nin\n", 4)
+    missing = await sandbox.exec(["no-such-program"])
+    assert missing.exit_code == 127
+
+
+async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: DockerSandbox) -> None:
+    import anyio
+
+    await sandbox.shell("export ONLY_IN_SHELL=1")
+    assert (await sandbox.exec("echo ${ONLY_IN_SHELL:-no}")).output == "no\n"
+    results: dict[str, object] = {}
+
+    async def slow_shell() -> None:
+        results["shell"] = await sandbox.shell("sleep 1; echo slow")
+
+    start = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(slow_shell)
+        await anyio.sleep(0.1)
+        results["exec"] = await sandbox.exec("echo quick")
+        results["read"] = await sandbox.read_file("/etc/hostname")
+        results["exec_at"] = time.monotonic() - start
+    assert results["exec_at"] < 0.8
+    assert results["shell"].output == "slow\n"  # type: ignore[attr-defined]
+
+
+async def test_exec_timeout_kills_its_tree(sandbox: DockerSandbox) -> None:
+    start = time.monotonic()
+    result = await sandbox.exec("bash -c 'trap \"\" TERM; sleep 310' & sleep 311", timeout_s=1)
+    assert time.monotonic() - start < 2.5
+    assert result.timed_out and result.exit_code is None and "timed out" in result.output
+    ps = (await sandbox.exec(["ps", "-eo", "args"])).output
+    assert "sleep 310" not in ps and "sleep 311" not in ps
+
+
+async def test_exec_returns_when_the_process_exits_despite_background_children(
+    sandbox: DockerSandbox,
+) -> None:
+    start = time.monotonic()
+    result = await sandbox.exec("sleep 60 & echo done")
+    assert result.output == "done\n" and time.monotonic() - start < 2
+
+
+async def test_exec_as_another_user(sandbox: DockerSandbox) -> None:
+    assert (await sandbox.exec(["id", "-un"])).output == "orsbox\n"
+    assert (await sandbox.exec(["id", "-un"], user="root")).output == "root\n"
+
+
+async def test_exec_output_is_capped(sandbox: DockerSandbox) -> None:
+    result = await sandbox.exec("head -c 1000000 /dev/zero", output_cap_bytes=1000)
+    assert result.truncated and result.output_bytes == 1_000_000
+    assert len(result.output.encode()) < 1200
+
+
+async def test_files_round_trip_binary_and_paths_with_spaces(sandbox: DockerSandbox) -> None:
+    data = bytes(range(256)) * 64 + b"\r\n\x00"
+    await sandbox.write_file("/workspace/a folder/deeper still/file name.bin", data)
+    assert await sandbox.read_file("/workspace/a folder/deeper still/file name.bin") == data
+    listing = await sandbox.shell("ls -l '/workspace/a folder/deeper still/'")
+    assert "file name.bin" in listing.output
+    await sandbox.write_file("relative.txt", b"rel", mode=0o600)
+    assert (await sandbox.shell("stat -c %a /workspace/relative.txt")).output == "600\n"
+    await sandbox.write_file("relative.txt", b"kept", mode=None)
+    assert (await sandbox.shell("stat -c %a relative.txt; cat relative.txt")).output == "600\nkept"
+    await sandbox.write_file("new.txt", b"", mode=None)
+    assert (await sandbox.shell("stat -c %a new.txt")).output == "644\n"
+    await sandbox.write_file("/tmp/empty", b"")
+    assert await sandbox.read_file("/tmp/empty") == b""
+
+
+async def test_large_file_round_trip(sandbox: DockerSandbox) -> None:
+    data = os.urandom(50 * 1024 * 1024)
+    await sandbox.write_file("/tmp/big", data)
+    assert await sandbox.read_file("/tmp/big") == data
+
+
+async def test_file_errors_are_clear(sandbox: DockerSandbox) -> None:
+    cases = {
+        "no such file: /nope/x": sandbox.read_file("/nope/x"),
+        "is a directory: /tmp": sandbox.read_file("/tmp"),
+        "permission denied: /etc/shadow": sandbox.read_file("/etc/shadow"),
+        "permission denied: /etc/new.conf": sandbox.write_file("/etc/new.conf", b"x"),
+        "is a directory: /workspace": sandbox.write_file("/workspace", b"x"),
+        "file too large: /etc/passwd": sandbox.read_file("/etc/passwd", max_bytes=10),
+    }
+    for expected, call in cases.items():
+        with pytest.raises(SandboxFileError) as info:
+            await call
+        assert expected in str(info.value)
+    await sandbox.write_file("/tmp/plain", b"x")
+    with pytest.raises(SandboxFileError, match="not a directory"):
+        await sandbox.write_file("/tmp/plain/below", b"x")
+
+
+async def test_copy_in(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "top.txt").write_text("top")
+    (tmp_path / "sub" / "inner.bin").write_bytes(b"\x00\x01")
+    await sandbox.copy_in(tmp_path, "/workspace/project")
+    assert await sandbox.read_file("/workspace/project/top.txt") == b"top"
+    assert await sandbox.read_file("/workspace/project/sub/inner.bin") == b"\x00\x01"
+    owner = await sandbox.shell("stat -c %U /workspace/project/sub/inner.bin")
+    assert owner.output == "orsbox\n"
+
+
+async def test_only_loopback_without_network(sandbox: DockerSandbox) -> None:
+    assert (await sandbox.shell("ls /sys/class/net")).output == "lo\n"
+
+
+async def test_network_when_asked(backend: DockerBackend, base_image: str) -> None:
+    sandbox = await backend.start(SandboxSpec(image=base_image, limits=SandboxLimits(network=True)))
+    interfaces = (await sandbox.shell("ls /sys/class/net")).output.split()
+    assert "lo" in interfaces and len(interfaces) > 1
+
+
+async def test_hardening_defaults(sandbox: DockerSandbox) -> None:
+    status = (await sandbox.shell("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")).output
+    assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status
+    assert (await sandbox.shell("id -un; pwd")).output == "orsbox\n/workspace\n"
+    assert (await sandbox.shell("ps -o comm= -p 1")).output.strip() in {"docker-init", "tini"}
+
+
+async def test_read_only_root(backend: DockerBackend, base_image: str) -> None:
+    spec = SandboxSpec(image=base_image, limits=SandboxLimits(read_only_root=True))
+    sandbox = await backend.start(spec)
+    with pytest.raises(SandboxFileError, match="read-only file system"):
+        await sandbox.write_file("/workspace/x", b"x")
+    await sandbox.write_file("/tmp/x", b"x")
+    assert (await sandbox.shell("cat /tmp/x")).output == "x"

@@ -1,0 +1,220 @@
+"""Starting, listing, losing, closing and sweeping Docker sandboxes (real engine)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import anyio
+import docker
+import pytest
+
+from orsbox.errors import ImageNotFound, SandboxGone, SandboxStartError
+from orsbox.sandbox import SandboxSpec
+from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+from orsbox.sandbox.docker import labels as L
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+async def test_missing_image_says_how_to_build_it(backend: DockerBackend) -> None:
+    with pytest.raises(ImageNotFound) as info:
+        await backend.start(SandboxSpec(image="orsbox/no-such-image:1"))
+    assert "orsbox/no-such-image:1" in str(info.value) and "docker build" in str(info.value)
+
+
+async def test_failed_start_leaves_nothing(backend: DockerBackend, base_image: str) -> None:
+    with pytest.raises(SandboxStartError):
+        await backend.start(SandboxSpec(image=base_image, user="no-such-user"))
+    assert await backend.list() == []
+
+
+async def test_labels_list_and_close(backend: DockerBackend, base_image: str) -> None:
+    spec = SandboxSpec(image=base_image, session_id="s-1", labels={"team": "blue"})
+    sandbox = await backend.start(spec)
+    [info] = await backend.list()
+    assert (info.id, info.session_id, info.server_id) == (sandbox.id, "s-1", backend.server_id)
+    assert info.labels["team"] == "blue" and info.labels[L.PID] == str(os.getpid())
+    assert info.labels[L.HOST] == socket.gethostname() and info.status == "running"
+    assert sandbox.id in {i.id for i in await backend.list(all_servers=True)}
+    await sandbox.close()
+    await sandbox.close()  # idempotent
+    assert not sandbox.alive
+    assert await backend.list() == []
+    with pytest.raises(SandboxGone, match="closed"):
+        await sandbox.shell("echo hi")
+
+
+async def test_killed_container_makes_the_sandbox_gone(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient
+) -> None:
+    await anyio.to_thread.run_sync(lambda: docker_client.api.kill(sandbox.id))
+    with anyio.fail_after(10):
+        while sandbox.alive:
+            await anyio.sleep(0.05)
+    with pytest.raises(SandboxGone) as info:
+        await sandbox.shell("echo hi")
+    assert "gone" in str(info.value) and (
+        "killed" in str(info.value) or "removed" in str(info.value)
+    )
+    with pytest.raises(SandboxGone):
+        await sandbox.read_file("/etc/hostname")
+    await sandbox.close()
+
+
+OWNER_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from orsbox.sandbox import SandboxSpec
+    from orsbox.sandbox.docker import DockerBackend
+
+    async def main():
+        backend = DockerBackend()
+        sandbox = await backend.start(SandboxSpec(image=sys.argv[1], session_id="orphan"))
+        print(sandbox.id, flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_container_dies_with_its_server(
+    base_image: str, docker_client: docker.DockerClient
+) -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER_SCRIPT, base_image],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    try:
+        container_id = await anyio.to_thread.run_sync(owner.stdout.readline)  # type: ignore[union-attr]
+        container_id = container_id.decode().strip()
+        assert container_id, "the owner process did not start a sandbox"
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+        start = time.monotonic()
+        while time.monotonic() - start < 30:
+            if not docker_client.containers.list(all=True, filters={"id": container_id}):
+                break
+            await anyio.sleep(0.2)
+        else:
+            pytest.fail("the container outlived its server by 30 s")
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+async def test_sweep_removes_only_containers_of_dead_servers(
+    backend: DockerBackend, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    mine = await backend.start(SandboxSpec(image=base_image))
+    live_other = L.owner_labels("other-live-server")  # this very process: alive
+    dead_other = {**L.owner_labels("dead-server"), L.PID: str(dead_pid())}
+    reused_pid = {**L.owner_labels("reused-server"), L.PID_START: "1"}  # our pid, other start
+    other_host = {**dead_other, L.SERVER: "far-server", L.HOST: "another-host"}
+
+    def run(labels: dict[str, str]) -> str:
+        container = docker_client.containers.run(
+            base_image, ["sleep", "infinity"], detach=True, labels=labels, init=True
+        )
+        return container.id
+
+    ids = {
+        name: await anyio.to_thread.run_sync(run, labels)
+        for name, labels in [
+            ("live", live_other),
+            ("dead", dead_other),
+            ("reused", reused_pid),
+            ("far", other_host),
+        ]
+    }
+    try:
+        assert await backend.sweep() >= 2  # more if a crashed run left some
+        left = {
+            c.id for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})
+        }
+        assert ids["dead"] not in left and ids["reused"] not in left
+        assert {ids["live"], ids["far"], mine.id} <= left
+        assert (await mine.shell("echo alive")).output == "alive\n"
+    finally:
+        for container_id in ids.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                docker_client.api.remove_container(container_id, force=True)
+
+
+async def test_health(backend: DockerBackend) -> None:
+    assert await backend.health() is None
+    broken = DockerBackend(
+        client=docker.DockerClient(base_url="unix:///nonexistent.sock", version="1.41")
+    )
+    reason = await broken.health()
+    assert reason is not None and "unreachable" in reason
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith("VmRSS:")).split()[1])
+
+
+async def test_32_sandboxes_at_once(backend: DockerBackend, base_image: str) -> None:
+    n = 32
+    sandboxes: list[DockerSandbox] = []
+    rss_before = rss_kib()
+
+    async def start_one(i: int) -> None:
+        sandboxes.append(await backend.start(SandboxSpec(image=base_image, session_id=f"c{i}")))
+
+    start = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(start_one, i)
+    started_s = time.monotonic() - start
+    rss_per_sandbox = (rss_kib() - rss_before) / n
+    outputs: dict[int, list[str]] = {}
+
+    async def work(i: int, sandbox: DockerSandbox) -> None:
+        outputs[i] = [(await sandbox.shell(f"echo {i}-{k}")).output for k in range(5)]
+
+    async with anyio.create_task_group() as tg:
+        for i, sandbox in enumerate(sandboxes):
+            tg.start_soon(work, i, sandbox)
+    assert outputs == {i: [f"{i}-{k}\n" for k in range(5)] for i in range(n)}
+    start = time.monotonic()
+    await backend.close()
+    closed_s = time.monotonic() - start
+    print(
+        f"\n32 sandboxes: started in {started_s:.1f}s, closed in {closed_s:.1f}s, "
+        f"host RSS {rss_per_sandbox:.0f} KiB per sandbox"
+    )
+    assert await backend.list() == []
+
+
+async def test_shell_round_trip_latency(sandbox: DockerSandbox) -> None:
+    for _ in range(50):
+        await sandbox.shell("echo hi")
+    times = []
+    for _ in range(1000):
+        start = time.perf_counter()
+        result = await sandbox.shell("echo hi")
+        times.append(time.perf_counter() - start)
+        assert result.output == "hi\n"
+    times.sort()
+    p50, p99 = times[500] * 1e3, times[990] * 1e3
+    print(f"\nshell echo round trip: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+    assert p50 < 5

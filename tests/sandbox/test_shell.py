@@ -1,0 +1,158 @@
+"""The persistent shell of a Docker sandbox, against the real engine."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import anyio
+import pytest
+
+from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+
+async def processes(sandbox: DockerSandbox) -> str:
+    return (await sandbox.exec(["ps", "-eo", "pid,ppid,stat,args"])).output
+
+
+async def test_state_persists_between_calls(sandbox: DockerSandbox) -> None:
+    setup = (
+        "export GREETING=hello; cd /tmp; mkdir -p deep/er && cd deep/er; "
+        'greet() { echo "$GREETING $1"; }; declare -A colours=([sky]=blue); declare -i n=41'
+    )
+    assert (await sandbox.shell(setup)).exit_code == 0
+    result = await sandbox.shell(
+        "echo $GREETING; pwd; greet world; echo ${colours[sky]}; n+=1; echo $n"
+    )
+    assert result.output == "hello\n/tmp/deep/er\nhello world\nblue\n42\n"
+    assert result.exit_code == 0
+
+
+async def test_exit_codes_stderr_and_syntax_errors(sandbox: DockerSandbox) -> None:
+    result = await sandbox.shell("echo out; echo err >&2; echo out2; false")
+    assert (result.output, result.exit_code) == ("out\nerr\nout2\n", 1)
+    broken = await sandbox.shell("echo 'unterminated")
+    assert broken.exit_code == 2 and "unexpected EOF" in broken.output
+    assert (await sandbox.shell("echo still here")).output == "still here\n"
+    assert (await sandbox.shell("(exit 7)")).exit_code == 7
+
+
+async def test_exit_restarts_the_shell(sandbox: DockerSandbox) -> None:
+    result = await sandbox.shell("exit 3")
+    assert result.exit_code == 3
+    assert "fresh shell" in result.output
+    assert (await sandbox.shell("echo ok")).output == "ok\n"
+
+
+async def test_background_jobs_return_at_once(sandbox: DockerSandbox) -> None:
+    start = time.monotonic()
+    result = await sandbox.shell("sleep 100 & nohup sleep 101 >/dev/null 2>&1 & echo started")
+    assert time.monotonic() - start < 1.0
+    assert result.output == "started\n"
+    ps = await processes(sandbox)
+    assert "sleep 100" in ps and "sleep 101" in ps
+
+
+async def test_timeout_kills_everything_the_command_started(sandbox: DockerSandbox) -> None:
+    await sandbox.shell("export KEPT=yes; sleep 200 &")  # an earlier job: must survive
+    command = (
+        "bash -c 'trap \"\" TERM; sleep 301' & "  # a child that ignores SIGTERM
+        "( setsid bash -c 'trap \"\" TERM; sleep 302' & ) ; "  # double-forked, own session
+        "sleep 300"
+    )
+    start = time.monotonic()
+    result = await sandbox.shell(command, timeout_s=2)
+    assert time.monotonic() - start < 3.0
+    assert result.timed_out and result.exit_code is None
+    assert "timed out" in result.output
+    ps = await processes(sandbox)
+    for leftover in ("sleep 300", "sleep 301", "sleep 302"):
+        assert leftover not in ps, ps
+    assert "sleep 200" in ps
+    after = await sandbox.shell("echo $KEPT")
+    assert (after.output, after.exit_code) == ("yes\n", 0)
+
+
+async def test_a_busy_shell_is_killed_and_restarted(sandbox: DockerSandbox) -> None:
+    start = time.monotonic()
+    result = await sandbox.shell("while :; do :; done", timeout_s=1)
+    assert time.monotonic() - start < 3.0
+    assert result.timed_out and result.exit_code is None
+    assert "restarted" in result.output
+    assert (await sandbox.shell("echo ok")).output == "ok\n"
+
+
+async def test_restart_shell(sandbox: DockerSandbox) -> None:
+    await sandbox.shell("export X=1; sleep 250 &")
+    await sandbox.restart_shell()
+    assert (await sandbox.shell("echo ${X:-unset}")).output == "unset\n"
+    assert "sleep 250" not in await processes(sandbox)
+
+
+def peak_rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith("VmHWM:"))
+    return int(line.split()[1])
+
+
+def reset_peak_rss() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["timeout 3 yes", "head -c 100000000 /dev/zero | tr '\\0' a"],
+    ids=["yes-flood", "100MB-line"],
+)
+async def test_floods_are_capped_in_bounded_memory(sandbox: DockerSandbox, command: str) -> None:
+    reset_peak_rss()
+    before = peak_rss_kib()
+    tracemalloc.start()
+    try:
+        result = await sandbox.shell(command, timeout_s=30, output_cap_bytes=64 * 1024)
+        _, traced_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.truncated
+    assert result.output_bytes >= 10_000_000
+    assert 64 * 1024 <= len(result.output.encode()) <= 64 * 1024 + 200
+    assert "bytes cut" in result.output
+    assert traced_peak < 4 * 1024 * 1024
+    assert peak_rss_kib() - before < 64 * 1024
+    assert (await sandbox.shell("echo ok")).output == "ok\n"
+
+
+async def test_binary_and_invalid_utf8_output(sandbox: DockerSandbox) -> None:
+    result = await sandbox.shell("printf 'ok \\xff\\xfe\\x00 end\\n'; head -c 4096 /dev/urandom")
+    assert result.exit_code == 0
+    assert result.output.startswith("ok \ufffd\ufffd\x00 end\n")
+    assert result.output_bytes == len("ok ") + 3 + len(" end\n") + 4096
+
+
+async def test_fork_bomb_is_stopped(backend: DockerBackend, base_image: str) -> None:
+    spec = SandboxSpec(image=base_image, limits=SandboxLimits(pids=128))
+    sandbox = await backend.start(spec)
+    result = await sandbox.shell(":(){ :|:& };:; sleep 30", timeout_s=2)
+    assert result.timed_out
+    after = await sandbox.shell("unset -f :; echo ok")
+    assert after.output.endswith("ok\n")  # after the bomb's last "fork: retry" lines
+    with anyio.fail_after(10):  # the killed bomb's zombies are reaped by tini meanwhile
+        while len((await processes(sandbox)).splitlines()) > 8:
+            await anyio.sleep(0.2)
+
+
+async def test_memory_bomb_is_reported_and_the_sandbox_survives(
+    backend: DockerBackend, base_image: str
+) -> None:
+    spec = SandboxSpec(image=base_image, limits=SandboxLimits(memory_bytes=256 * 1024**2))
+    sandbox = await backend.start(spec)
+    result = await sandbox.shell('python3 -c "b = bytearray(4 * 1024**3)"', timeout_s=30)
+    assert result.oom_killed, result
+    assert result.exit_code == 137
+    assert "killed: out of memory" in result.output
+    assert (await sandbox.shell("echo ok")).output == "ok\n"
+    assert sandbox.alive

@@ -1,0 +1,79 @@
+"""Pieces of the Docker backend that need no engine: output capture, framing, ownership."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+
+from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.docker.agent import Capture
+from orsbox.sandbox.docker.channel import FrameReader, encode_frame
+from orsbox.sandbox.docker.options import container_name, container_options
+
+
+def test_capture_keeps_head_and_tail_within_the_cap() -> None:
+    capture = Capture(100)
+    for i in range(1000):
+        capture.add(b"%04d\n" % i)
+    output, truncated = capture.result()
+    assert truncated and capture.total == 5000
+    assert output.startswith(b"0000\n0001\n") and output.endswith(b"0998\n0999\n")
+    assert b"4900 bytes cut" in output
+    assert len(capture.head) + len(capture.tail) == 100
+
+
+def test_capture_small_output_is_untouched() -> None:
+    capture = Capture(100)
+    capture.add(b"a" * 60)
+    capture.add(b"b" * 40)
+    assert capture.result() == (b"a" * 60 + b"b" * 40, False)
+
+
+def test_capture_one_huge_chunk() -> None:
+    capture = Capture(10)
+    capture.add(b"x" * 5 + b"y" * 1_000_000 + b"z" * 5)
+    output, truncated = capture.result()
+    assert truncated and output.startswith(b"xxxxx\n") and output.endswith(b"zzzzz")
+
+
+def docker_frame(stream: int, data: bytes) -> bytes:
+    return struct.pack(">BxxxL", stream, len(data)) + data
+
+
+def test_frame_reader_reassembles_split_frames() -> None:
+    wire = encode_frame({"id": 1, "ok": True}, b"\x00payload\xff") + encode_frame({"id": 2})
+    stream = docker_frame(1, wire[:5]) + docker_frame(2, b"a warning\n") + docker_frame(1, wire[5:])
+    reader = FrameReader()
+    frames, errors = [], []
+    for i in range(0, len(stream), 3):  # the worst case: three bytes at a time
+        got, err = reader.feed(stream[i : i + 3])
+        frames += got
+        errors += err
+    assert frames == [({"id": 1, "ok": True}, b"\x00payload\xff"), ({"id": 2}, b"")]
+    assert errors == [b"a warning\n"]
+
+
+def test_owner_liveness() -> None:
+    mine = L.owner_labels("s")
+    assert not L.owner_is_dead(mine)
+    child = subprocess.Popen(["true"])
+    child.wait()
+    assert L.owner_is_dead({**mine, L.PID: str(child.pid)})
+    assert L.owner_is_dead({**mine, L.PID_START: "1"})
+    assert not L.owner_is_dead({**mine, L.PID: str(child.pid), L.HOST: "elsewhere"})
+    assert not L.owner_is_dead({})
+
+
+def test_container_defaults_and_overrides() -> None:
+    spec = SandboxSpec(image="img", limits=SandboxLimits(memory_bytes=2**28, cpus=0.5, pids=64))
+    name = container_name("a/b c")
+    assert name.startswith("orsbox-a-b-c-")
+    options = container_options(spec, name, {"orsbox": "1"}, {"init": False})
+    assert options["network_mode"] == "none" and options["cap_drop"] == ["ALL"]
+    assert options["mem_limit"] == options["memswap_limit"] == 2**28
+    assert options["nano_cpus"] == 500_000_000 and options["pids_limit"] == 64
+    assert options["security_opt"] == ["no-new-privileges"] and options["auto_remove"]
+    assert options["init"] is False and "user" not in options
+    assert os.path.basename(options["command"][0]) == "sleep"
