@@ -85,6 +85,21 @@ async def test_a_busy_shell_is_killed_and_restarted(sandbox: DockerSandbox) -> N
     assert (await sandbox.shell("echo ok")).output == "ok\n"
 
 
+async def test_restart_shell_ends_a_running_command(sandbox: DockerSandbox) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def stuck() -> None:
+            result = await sandbox.shell("sleep 200", timeout_s=60)
+            assert result.exit_code is None and "restarted" in result.output
+
+        tg.start_soon(stuck)
+        await anyio.sleep(0.3)
+        with anyio.fail_after(5):
+            await sandbox.restart_shell()
+    assert (await sandbox.shell("echo ok")).output == "ok\n"
+    assert "sleep 200" not in await processes(sandbox)
+
+
 async def test_restart_shell(sandbox: DockerSandbox) -> None:
     await sandbox.shell("export X=1; sleep 250 &")
     await sandbox.restart_shell()
@@ -105,7 +120,7 @@ def reset_peak_rss() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["timeout 3 yes", "head -c 100000000 /dev/zero | tr '\\0' a"],
+    ["timeout 2 yes", "head -c 100000000 /dev/zero | tr '\\0' a"],
     ids=["yes-flood", "100MB-line"],
 )
 async def test_floods_are_capped_in_bounded_memory(sandbox: DockerSandbox, command: str) -> None:

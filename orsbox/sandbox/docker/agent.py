@@ -1,8 +1,9 @@
 """The in-container agent: one process per sandbox that runs every command for the host.
 
-Started once per container as `python3 -c <this source>` over one attached `docker exec`
-(so the image needs python3 >= 3.7 and bash, no copied files), it turns a 54 ms
-`docker exec` per call into a sub-millisecond round trip on a socket that stays open.
+Started once per container over one attached `docker exec` as `python3 -c <loader>`,
+the loader reading this source from stdin (so the image needs python3 >= 3.7 and bash,
+no copied files; see `backend.BOOTSTRAP`). It turns a 54 ms `docker exec` per call into
+a sub-millisecond round trip on a socket that stays open.
 Standard library only; single-threaded on purpose: a fork bomb that exhausts the pids
 limit must not stop the agent from sweeping it (a thread is a pid too).
 
@@ -681,7 +682,7 @@ class Agent:
 
     def on_stdin(self, fd):
         try:
-            data = os.read(fd, 1 << 20)
+            data = os.read(fd, READ_CHUNK)  # not more: os.read allocates the full size
         except OSError as e:
             if e.errno == errno.EAGAIN:
                 return

@@ -85,6 +85,11 @@ class FrameReader:
         return out
 
 
+def _expire(future: asyncio.Future[tuple[Header, bytes]]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
 class AgentChannel(asyncio.Protocol):
     """Request/reply over the exec socket. Use `connect` to make one."""
 
@@ -116,18 +121,30 @@ class AgentChannel(asyncio.Protocol):
     def open(self) -> bool:
         return not self.closed.is_set()
 
-    async def request(self, header: Header, payload: bytes = b"") -> tuple[Header, bytes]:
-        """Send one request and wait for its reply. Raises `ChannelClosed`."""
+    async def request(
+        self, header: Header, payload: bytes = b"", timeout_s: float | None = None
+    ) -> tuple[Header, bytes]:
+        """Send one request and wait for its reply. Raises `ChannelClosed`, or
+        `TimeoutError` after `timeout_s` (a plain timer: a cancel scope per request
+        costs more than the rest of a shell round trip on the host)."""
         if not self.open or self._transport is None:
             raise ChannelClosed(self.name)
         rid = next(self._ids)
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._pending[rid] = future
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, future)
         try:
             await self._send(encode_frame({**header, "id": rid}, payload))
             return await future
         finally:
             self._pending.pop(rid, None)
+            if timer is not None:
+                timer.cancel()
+
+    async def send_raw(self, data: bytes) -> None:
+        """Bytes outside the framing (the agent's source, before the agent runs)."""
+        await self._send(data)
 
     async def _send(self, frame: bytes) -> None:
         # One writer at a time, and wait while the socket buffer is full, so a 50 MB

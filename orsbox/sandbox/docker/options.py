@@ -2,7 +2,9 @@
 
 Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides any key.
   - `sleep infinity` under `init=True` (tini reaps zombies, and forwards the SIGTERM the
-    agent's dead-man's switch sends to PID 1, so the container can end itself);
+    agent's dead-man's switch sends to PID 1, so the container can end itself; with
+    `init=False` the command must handle SIGTERM itself, as the kernel drops signals
+    sent from inside the container to a PID 1 without a handler);
   - `auto_remove`: a container that exits disappears, whoever stopped it;
   - no network unless asked (only a loopback interface), memory limit without swap,
     cpu and pids limits, every capability dropped, no privilege gain through setuid.

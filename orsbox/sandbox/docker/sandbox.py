@@ -87,8 +87,9 @@ class DockerSandbox(Sandbox):
         return to_result(header, payload)
 
     async def restart_shell(self) -> None:
-        async with self._shell_lock:
-            await self._call({"op": "restart"}, b"", 30.0)
+        # Not behind the shell lock: restarting is how a caller ends a stuck command
+        # (the agent answers that command with a note, then restarts).
+        await self._call({"op": "restart"}, b"", 30.0)
 
     async def exec(
         self,
@@ -151,8 +152,7 @@ class DockerSandbox(Sandbox):
         if self._closed:
             raise SandboxGone(f"sandbox {self.name} was closed")
         try:
-            with anyio.fail_after(timeout_s + REPLY_GRACE_S):
-                header, reply = await channel.request(request, payload)
+            header, reply = await channel.request(request, payload, timeout_s + REPLY_GRACE_S)
         except ChannelClosed:
             raise SandboxGone(await self._gone_message()) from None
         except TimeoutError:
