@@ -37,6 +37,14 @@ async def test_failed_start_leaves_nothing(backend: DockerBackend, base_image: s
     assert await backend.list() == []
 
 
+async def test_cancelled_start_leaves_nothing(backend: DockerBackend, base_image: str) -> None:
+    for delay in (0.05, 0.15, 0.3):
+        with anyio.move_on_after(delay):
+            await backend.start(SandboxSpec(image=base_image))
+        await backend.close()  # whatever did start
+    assert await backend.list() == []
+
+
 async def test_labels_list_and_close(backend: DockerBackend, base_image: str) -> None:
     spec = SandboxSpec(image=base_image, session_id="s-1", labels={"team": "blue"})
     sandbox = await backend.start(spec)

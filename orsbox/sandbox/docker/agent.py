@@ -5,7 +5,8 @@ the loader reading this source from stdin (so the image needs python3 >= 3.7 and
 no copied files; see `backend.BOOTSTRAP`). It turns a 54 ms `docker exec` per call into
 a sub-millisecond round trip on a socket that stays open.
 Standard library only; single-threaded on purpose: a fork bomb that exhausts the pids
-limit must not stop the agent from sweeping it (a thread is a pid too).
+limit must not stop the agent from sweeping it (a thread is a pid too). One long module
+on purpose too: it travels as one source text.
 
 Wire format, both directions (host -> agent on stdin, agent -> host on stdout; stdout
 carries nothing else, diagnostics go to stderr):

@@ -94,9 +94,9 @@ class DockerBackend(SandboxBackend):
             raise ImageNotFound(f"image {spec.image!r} not found; {build_hint(spec.image)}")
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
-        container_id = await self.engine.create(
-            container_options(spec, name, labels, self._run_options)
-        )
+        options = container_options(spec, name, labels, self._run_options)
+        with anyio.CancelScope(shield=True):  # a cancelled create would lose the id
+            container_id = await self.engine.create(options)
         try:
             return await self._start_created(container_id, name)
         except BaseException:
