@@ -31,3 +31,6 @@ class Settings(BaseSettings):
         default=100_000, gt=0, description="deleted ids answering 410"
     )
     log_level: str = Field(default="info")
+    server_id: str | None = Field(
+        default=None, description="labels this server's sandboxes; default: host-pid-random"
+    )

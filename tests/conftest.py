@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
+from orsbox.sandbox.docker import BASE_IMAGE, ensure_base_image
 from tests.servers import LiveServer, start_server
 
 # The openreward client's PyPI update check is network traffic this machine cannot make.
@@ -34,3 +37,43 @@ def protocol_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSe
 @pytest.fixture
 def tmp(tmp_path: Path) -> Path:
     return tmp_path
+
+
+# -- Docker ------------------------------------------------------------------------------
+LEFTOVER_WAIT_S = 10.0
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    try:
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except docker.errors.DockerException as e:
+        pytest.fail(f"no Docker engine answers (start one with scripts/start-docker.sh): {e}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client: docker.DockerClient) -> str:
+    ensure_base_image(docker_client)
+    return BASE_IMAGE
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After every Docker test: no orsbox-labelled container may remain."""
+    if request.node.get_closest_marker("docker") is None:
+        yield
+        return
+    docker_client = request.getfixturevalue("docker_client")
+    yield
+    deadline = time.monotonic() + LEFTOVER_WAIT_S
+    while True:
+        left = docker_client.containers.list(all=True, filters={"label": "orsbox=1"})
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    for container in left:
+        container.remove(force=True)
+    assert not left, f"containers left behind: {[c.name for c in left]}"

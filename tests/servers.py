@@ -26,6 +26,7 @@ class LiveServer:
     url: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    server_id: str = ""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -1,12 +1,13 @@
 """Writing environments: the `Environment` base class and the `@tool` decorator."""
 
 from orsbox.authoring.environment import Environment, EnvironmentContext, as_split
-from orsbox.authoring.tools import ToolDef, ToolRaised, call_tool, find_tools, tool
+from orsbox.authoring.tools import ToolDef, ToolError, ToolRaised, call_tool, find_tools, tool
 
 __all__ = [
     "Environment",
     "EnvironmentContext",
     "ToolDef",
+    "ToolError",
     "ToolRaised",
     "as_split",
     "call_tool",

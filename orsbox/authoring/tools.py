@@ -41,6 +41,11 @@ def tool(fn: Any = None, *, shared: bool = True) -> Any:
     return mark if fn is None else mark(fn)
 
 
+class ToolError(Exception):
+    """Raise from a tool for an expected failure the agent should read and recover from
+    (a missing file, an ambiguous edit): the call answers `{"ok": false, "error": msg}`."""
+
+
 class ToolRaised(Exception):
     """A tool raised: the call ends with an SSE `error` event carrying this message."""
 
@@ -123,6 +128,8 @@ async def call_tool(
         return RunToolError(error=_validation_message(name, e))
     try:
         result = await call_user(method, *args)
+    except ToolError as e:
+        return RunToolError(error=str(e))
     except Exception as e:
         raise ToolRaised(f"tool {name!r} failed: {type(e).__name__}: {e}") from e
     return RunToolSuccess(output=_as_output(name, result))

@@ -11,6 +11,16 @@ from orsbox.sandbox.base import (
     SandboxSpec,
 )
 
+
+def create_backend(kind: str = "docker", **options: object) -> SandboxBackend:
+    """The backend named `kind`, imported only when chosen (the docker SDK is heavy)."""
+    if kind == "docker":
+        from orsbox.sandbox.docker import DockerBackend
+
+        return DockerBackend(**options)  # type: ignore[arg-type]
+    raise ValueError(f"unknown sandbox backend {kind!r}; known: docker")
+
+
 __all__ = [
     "EXEC_TIMEOUT_S",
     "OUTPUT_CAP_BYTES",
@@ -20,4 +30,5 @@ __all__ = [
     "SandboxInfo",
     "SandboxLimits",
     "SandboxSpec",
+    "create_backend",
 ]

@@ -139,8 +139,9 @@ class Sandbox(abc.ABC):
         `max_bytes`, raises it too when the file is larger."""
 
     @abc.abstractmethod
-    async def write_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
-        """Write bytes exactly, creating parent folders. Raises `SandboxFileError`."""
+    async def write_file(self, path: str, data: bytes, *, mode: int | None = 0o644) -> None:
+        """Write bytes exactly, creating parent folders. `mode=None` keeps an existing
+        file's permissions (0o644 for a new one). Raises `SandboxFileError`."""
 
     @abc.abstractmethod
     async def copy_in(self, local_dir: Path, sandbox_dir: str) -> None:

@@ -14,13 +14,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from fastapi import FastAPI
 
 from orsbox import __version__
 from orsbox.authoring import Environment
+from orsbox.authoring.container import ContainerEnvironment
 from orsbox.protocol.calls import CallRegistry
+from orsbox.sandbox import SandboxBackend, create_backend
 from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
@@ -36,11 +37,14 @@ def create_app(
     environments: Sequence[type[Environment]],
     settings: Settings | None = None,
     *,
-    sandbox_backend: Any = None,
+    sandbox_backend: SandboxBackend | None = None,
 ) -> FastAPI:
-    """An ORS server for `environments` (the first is the default)."""
+    """An ORS server for `environments` (the first is the default). Container
+    environments get a Docker backend unless another `sandbox_backend` is given."""
     settings = settings or Settings()
     cat = Catalog(environments)
+    if sandbox_backend is None and any(issubclass(e, ContainerEnvironment) for e in environments):
+        sandbox_backend = create_backend("docker", server_id=settings.server_id)
     manager = SessionManager(settings)
     manager.sandbox_backend = sandbox_backend
     registry = CallRegistry(linger_s=settings.result_linger_s)
@@ -48,6 +52,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_log_redaction()
+        if sandbox_backend is not None:
+            await _sweep(sandbox_backend)
         reaper = asyncio.create_task(manager.reap_forever())
         log.info("serving %s", ", ".join(cat.names))
         try:
@@ -70,3 +76,14 @@ def create_app(
     app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     return app
+
+
+async def _sweep(backend: SandboxBackend) -> None:
+    """Remove sandboxes that servers which died without cleaning up left behind."""
+    try:
+        removed = await backend.sweep()
+    except Exception as e:  # a sweep failure must not stop the server from starting
+        log.warning("could not sweep leftover sandboxes: %s", e)
+        return
+    if removed:
+        log.info("removed %d sandbox(es) left by dead servers", removed)

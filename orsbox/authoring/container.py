@@ -1,0 +1,112 @@
+"""`ContainerEnvironment`: an environment whose episode lives in its own sandbox.
+
+An author declares the image, limits and timeouts as class attributes and picks the
+standard tools the agent gets by inheriting them (`orsbox.authoring.standard_tools`):
+
+    class Repo(BashTool, EditFileTool):
+        image = "orsbox/swe:latest"
+        limits = SandboxLimits(memory_bytes=2 * 1024**3)
+
+`setup` starts the sandbox (through whatever backend the server runs: Docker today) and
+copies `task_files()` in; `teardown` removes it. Graders use `self.sandbox` directly,
+e.g. a `submit` tool that runs hidden tests in the container.
+
+When the sandbox dies under the session (out of memory, `docker kill`), the next tool
+call fails with an SSE `error` naming what happened, the sandbox's resources are freed,
+and every later call fails the same way: the episode cannot go on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from orsbox.authoring.environment import Environment
+from orsbox.authoring.user_code import call_user
+from orsbox.errors import SandboxError, SandboxGone
+from orsbox.sandbox.base import (
+    EXEC_TIMEOUT_S,
+    OUTPUT_CAP_BYTES,
+    Sandbox,
+    SandboxBackend,
+    SandboxLimits,
+    SandboxSpec,
+)
+
+BASE_IMAGE = "orsbox/base:latest"
+
+
+class ContainerEnvironment(Environment):
+    """Subclass, set `image` (and optionally limits), inherit the standard tools you want."""
+
+    image: ClassVar[str] = BASE_IMAGE
+    limits: ClassVar[SandboxLimits] = SandboxLimits()
+    user: ClassVar[str | None] = None
+    workdir: ClassVar[str | None] = None
+    container_env: ClassVar[dict[str, str]] = {}
+    exec_timeout_s: ClassVar[float] = EXEC_TIMEOUT_S
+    max_exec_timeout_s: ClassVar[float] = 600.0
+    output_cap_bytes: ClassVar[int] = OUTPUT_CAP_BYTES
+    max_output_cap_bytes: ClassVar[int] = 1024 * 1024
+
+    _sandbox: Sandbox | None = None
+    _sandbox_lost: str | None = None
+
+    # -- the sandbox ------------------------------------------------------------------
+    @property
+    def sandbox(self) -> Sandbox:
+        """The running sandbox; raises `SandboxGone` when there is none (any more)."""
+        if self._sandbox is None:
+            raise SandboxGone(self._sandbox_lost or "the sandbox is not running")
+        return self._sandbox
+
+    def sandbox_spec(self) -> SandboxSpec:
+        context = self.orsbox_context
+        return SandboxSpec(
+            image=self.image,
+            limits=self.limits,
+            user=self.user,
+            workdir=self.workdir,
+            env=dict(self.container_env),
+            labels={"orsbox.environment": type(self).name().lower()},
+            session_id=context.session_id if context else "none",
+        )
+
+    def task_files(self) -> dict[str, str]:
+        """Host folders to copy into the sandbox at setup: `{host_dir: sandbox_dir}`."""
+        return {}
+
+    def _backend(self) -> SandboxBackend:
+        backend = self.orsbox_context.sandbox_backend if self.orsbox_context else None
+        if backend is None:
+            raise SandboxError(
+                f"{type(self).__name__} needs a sandbox backend; this server has none"
+            )
+        return backend
+
+    # -- lifecycle --------------------------------------------------------------------
+    async def setup(self) -> None:
+        self._sandbox = await self._backend().start(self.sandbox_spec())
+        for host_dir, sandbox_dir in self.task_files().items():
+            await self._sandbox.copy_in(Path(host_dir), sandbox_dir)
+        await call_user(self.prepare)
+
+    def prepare(self) -> None:
+        """Hook run after the sandbox started and task files were copied (may be async)."""
+
+    async def teardown(self) -> None:
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            await sandbox.close()
+
+    async def sandbox_lost(self, error: SandboxGone) -> None:
+        """Free what is left of a dead sandbox and remember why, for later calls."""
+        self._sandbox_lost = str(error)
+        await self.teardown()
+
+    # -- limits -----------------------------------------------------------------------
+    def call_timeout(self, requested: float | None) -> float:
+        return min(requested or self.exec_timeout_s, self.max_exec_timeout_s)
+
+    def call_output_cap(self, requested: int | None) -> int:
+        return min(requested or self.output_cap_bytes, self.max_output_cap_bytes)

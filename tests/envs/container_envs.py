@@ -1,0 +1,73 @@
+"""Container environments for end-to-end tests through the server."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from orsbox import TextBlock, ToolOutput, tool
+from orsbox.authoring.standard_tools import BashTool, FileTools, PythonTool
+from orsbox.sandbox import SandboxLimits
+
+
+class Answer(BaseModel):
+    path: str
+
+
+class Sandboxed(BashTool, PythonTool, FileTools):
+    """Every standard tool, small limits so hostile commands hit them fast."""
+
+    limits = SandboxLimits(memory_bytes=256 * 1024**2, pids=256, cpus=1.0)
+    exec_timeout_s = 20.0
+
+    @classmethod
+    def list_splits(cls):
+        return ["test"]
+
+    @classmethod
+    def list_tasks(cls, split: str):
+        return [{"expected": "hello"}]
+
+    def get_prompt(self):
+        return [TextBlock(text=f"write {self.task_spec['expected']!r} to /workspace/out.txt")]
+
+    @tool
+    async def submit(self) -> ToolOutput:
+        """Grade: runs a hidden check inside the container."""
+        expected = self.task_spec["expected"]
+        result = await self.sandbox.exec(
+            f'test "$(cat /workspace/out.txt)" = {expected!r}', timeout_s=10
+        )
+        ok = result.exit_code == 0
+        return ToolOutput(
+            blocks=[TextBlock(text="pass" if ok else "fail")], reward=float(ok), finished=True
+        )
+
+
+class OnlyBash(BashTool):
+    """Opt-in: this one gets bash alone."""
+
+    @classmethod
+    def list_splits(cls):
+        return ["test"]
+
+    @classmethod
+    def list_tasks(cls, split: str):
+        return [{}]
+
+    def get_prompt(self):
+        return [TextBlock(text="bash only")]
+
+
+class MissingImage(BashTool):
+    image = "orsbox/does-not-exist:latest"
+
+    @classmethod
+    def list_splits(cls):
+        return ["test"]
+
+    @classmethod
+    def list_tasks(cls, split: str):
+        return [{}]
+
+    def get_prompt(self):
+        return [TextBlock(text="never")]
