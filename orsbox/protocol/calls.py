@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 Event = dict[str, str]
@@ -26,12 +26,13 @@ class CallRecord:
     events: list[Event] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
-    async def stream(self) -> AsyncIterator[Event]:
-        """`task_id` first, then (once the call ends) its `chunk`/`end` or `error`."""
-        yield {"event": "task_id", "data": self.task_id}
+    def first_events(self) -> list[Event]:
+        return [{"event": "task_id", "data": self.task_id}]
+
+    async def final_events(self) -> list[Event]:
+        """Once the call ends: its `chunk`.../`end` events, or one `error` event."""
         await self.done.wait()
-        for event in self.events:
-            yield event
+        return self.events
 
 
 class CallRegistry:

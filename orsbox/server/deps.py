@@ -1,4 +1,7 @@
-"""Request-scoped lookups shared by the routes: the app's services and the session id."""
+"""Request-scoped lookups shared by the routes: the app's services and the session id.
+
+All are `async def` on purpose: FastAPI runs a plain `def` dependency in a worker
+thread, which cost a thread hop per dependency on every tool call."""
 
 from __future__ import annotations
 
@@ -13,23 +16,23 @@ from orsbox.server.sessions import SessionManager
 from orsbox.settings import Settings
 
 
-def get_catalog(request: Request) -> Catalog:
+async def get_catalog(request: Request) -> Catalog:
     return request.app.state.catalog
 
 
-def get_sessions(request: Request) -> SessionManager:
+async def get_sessions(request: Request) -> SessionManager:
     return request.app.state.sessions
 
 
-def get_calls(request: Request) -> CallRegistry:
+async def get_calls(request: Request) -> CallRegistry:
     return request.app.state.calls
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def session_id(x_session_id: Annotated[str | None, Header()] = None) -> str:
+async def session_id(x_session_id: Annotated[str | None, Header()] = None) -> str:
     sid = (x_session_id or "").strip()
     if not sid:
         raise BadRequest("X-Session-ID header is required")

@@ -10,14 +10,13 @@ from __future__ import annotations
 import logging
 
 from fastapi import APIRouter
-from sse_starlette import EventSourceResponse
 
 from orsbox.authoring import ToolRaised, call_tool
 from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import ToolCall
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
-from orsbox.server.routes.sessions import SSE_HEADERS
+from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.server.sessions import Session
 
@@ -51,18 +50,11 @@ async def call(
     sessions: SessionsDep,
     calls: CallsDep,
     settings: SettingsDep,
-) -> EventSourceResponse:
+) -> EventStreamResponse:
     catalog.get(env_name)
     session = await sessions.ready(sid)
     if body.task_id is None:
         record = calls.start(sid, lambda: run_call(session, body))
-        stream = record.stream()
-    elif (record := calls.find(body.task_id, sid)) is not None:
-        stream = record.stream()
-    else:
-        stream = _unknown_task_id()
-    return EventSourceResponse(stream, ping=settings.keepalive_s, headers=SSE_HEADERS)  # type: ignore[arg-type]
-
-
-async def _unknown_task_id():
-    yield {"event": "error", "data": "unknown task_id"}
+    elif (record := calls.find(body.task_id, sid)) is None:
+        return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
+    return EventStreamResponse(record.first_events(), record.final_events, settings.keepalive_s)

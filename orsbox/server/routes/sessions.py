@@ -3,36 +3,34 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Request
-from fastapi.responses import JSONResponse, Response
-from sse_starlette import EventSourceResponse
+from fastapi.responses import JSONResponse
 
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest
 from orsbox.protocol.types import Blocks, CreateSession, ListToolsOutput, SessionId, Status
 from orsbox.server.deps import CatalogDep, SessionIdDep, SessionsDep
+from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.secrets import merge_secrets
 
 router = APIRouter()
 
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
 
 @router.post("/create_session", response_model=SessionId)
-async def create_session(request: Request) -> Response:
+async def create_session(request: Request) -> JSONResponse | EventStreamResponse:
     """A fresh session id: SSE (`task_id`, then `end` with `{"sid": ...}`) for clients
     that accept `text/event-stream`, plain JSON otherwise."""
     sid = str(uuid.uuid4())
     if "text/event-stream" not in request.headers.get("accept", ""):
         return JSONResponse({"sid": sid})
 
-    async def events() -> Any:
-        yield {"event": "task_id", "data": sid}
-        yield {"event": "end", "data": SessionId(sid=sid).model_dump_json()}
-
-    return EventSourceResponse(events(), headers=SSE_HEADERS)
+    events = [
+        {"event": "task_id", "data": sid},
+        {"event": "end", "data": SessionId(sid=sid).model_dump_json()},
+    ]
+    return EventStreamResponse(events, None, 0)
 
 
 @router.post("/create")
