@@ -9,8 +9,10 @@
     ├── ServiceUnavailable (503)     setup still running, capacity reached
     ├── SetupFailed (500)            the session's setup raised; carries its message
     ├── ManifestError                an environment definition is invalid (load time)
+    ├── PolicyViolation              an environment asks for more than the operator allows
     └── SandboxError (500)           the sandbox layer failed
         ├── ImageNotFound            the image is missing; says how to build it
+        ├── ImageBuildError          building an image failed; carries the build's tail
         ├── SandboxStartError        the container could not start
         ├── SandboxGone              the sandbox died under the session (OOM, killed)
         └── SandboxFileError         read/write failed (missing path, folder, permission)
@@ -66,11 +68,19 @@ class ManifestError(OrsboxError):
     status = 500
 
 
+class PolicyViolation(OrsboxError):
+    status = 500
+
+
 class SandboxError(OrsboxError):
     status = 500
 
 
 class ImageNotFound(SandboxError):
+    pass
+
+
+class ImageBuildError(SandboxError):
     pass
 
 

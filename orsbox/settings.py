@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -33,4 +33,22 @@ class Settings(BaseSettings):
     log_level: str = Field(default="info")
     server_id: str | None = Field(
         default=None, description="labels this server's sandboxes; default: host-pid-random"
+    )
+
+    # -- access and capacity -----------------------------------------------------------
+    token: SecretStr | None = Field(
+        default=None,
+        description="API token; when set, every endpoint but /health needs it "
+        "(Authorization: Bearer <token>, or X-API-Key as the ors-sdk client sends)",
+    )
+    max_sessions: int = Field(default=1000, gt=0, description="live sessions; past it 503")
+    max_starting: int = Field(
+        default=64, gt=0, description="sessions in setup at once; past it 503"
+    )
+    capacity_retry_after_s: int = Field(default=5, ge=0)
+
+    # -- what environments may ask of the sandbox (operator policy) ----------------------
+    allow_network: bool = Field(default=False, description="let environments enable networking")
+    allow_cap_add: list[str] = Field(
+        default_factory=list, description="capabilities environments may add back"
     )

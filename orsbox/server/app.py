@@ -22,9 +22,12 @@ from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
+from orsbox.server.access import TokenMiddleware
 from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
+from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
+from orsbox.server.policy import check_policy
 from orsbox.server.routes import calls, catalog, sessions
 from orsbox.server.secrets import install_log_redaction
 from orsbox.server.sessions import SessionManager
@@ -43,6 +46,7 @@ def create_app(
     environments get a Docker backend unless another `sandbox_backend` is given."""
     settings = settings or Settings()
     cat = Catalog(environments)
+    check_policy(environments, settings)
     if sandbox_backend is None and any(issubclass(e, ContainerEnvironment) for e in environments):
         sandbox_backend = create_backend("docker", server_id=settings.server_id)
     manager = SessionManager(settings)
@@ -70,11 +74,14 @@ def create_app(
     app.state.catalog = cat
     app.state.sessions = manager
     app.state.calls = registry
+    app.state.health = HealthProbe(sandbox_backend)
     install_error_handlers(app)
     for module in (catalog, sessions, calls):
         app.include_router(module.router)
     app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.token is not None:  # outermost: nothing runs for a request without it
+        app.add_middleware(TokenMiddleware, token=settings.token.get_secret_value())
     return app
 
 

@@ -131,6 +131,7 @@ class SessionManager:
     ) -> Session:
         if sid in self._sessions:
             raise BadRequest(f"session {sid!r} already exists")
+        self._check_capacity()
         self._deleted.pop(sid, None)
         session = Session(sid=sid, env_name=env_name, env_cls=env_cls)
         session.secret_values = LIVE_SECRETS.add(secrets)
@@ -138,6 +139,25 @@ class SessionManager:
         session.setup_task = asyncio.create_task(self._setup(session, task_spec, secrets))
         log.info("session %s created (environment %s)", sid, env_name)
         return session
+
+    def _check_capacity(self) -> None:
+        """503 past the configured limits, before anything is started: an overloaded
+        Docker engine or machine helps no one, and the client can retry."""
+        limits = self.settings
+        retry = {"Retry-After": str(limits.capacity_retry_after_s)}
+        if len(self._sessions) >= limits.max_sessions:
+            raise ServiceUnavailable(
+                f"server at capacity: {len(self._sessions)} live sessions (max "
+                f"{limits.max_sessions}); delete finished sessions or retry later",
+                headers=retry,
+            )
+        starting = sum(1 for s in self._sessions.values() if not s.ready.is_set())
+        if starting >= limits.max_starting:
+            raise ServiceUnavailable(
+                f"server busy: {starting} sessions are starting (max {limits.max_starting}); "
+                "retry shortly",
+                headers=retry,
+            )
 
     async def _setup(
         self, session: Session, task_spec: dict[str, Any], secrets: dict[str, SecretStr]

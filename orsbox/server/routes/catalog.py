@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from orsbox import __version__
 from orsbox.protocol.types import (
@@ -23,8 +23,9 @@ router = APIRouter()
 
 
 @router.get("/health")
-async def health() -> dict[str, str]:
-    return {"status": "ok"}
+async def health(request: Request) -> dict[str, str]:
+    """200 while the server runs; `degraded` (still 200) when sandboxes cannot start."""
+    return await request.app.state.health.report()
 
 
 @router.get("/version")

@@ -1,0 +1,36 @@
+"""`/health`: is the server up, and can it start sandboxes?
+
+The server answers even when the Docker engine is down — it is degraded, not dead:
+sessions of environments without containers go on, and new container sessions work
+again once the engine is back. The engine check is cached briefly so a monitoring loop
+or a burst of health checks never queues behind Docker.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from orsbox.sandbox import SandboxBackend
+
+CACHE_S = 2.0
+
+
+class HealthProbe:
+    def __init__(self, backend: SandboxBackend | None) -> None:
+        self.backend = backend
+        self._checked_at = -CACHE_S
+        self._reason: str | None = None
+
+    async def report(self) -> dict[str, Any]:
+        if self.backend is None:
+            return {"status": "ok"}
+        if time.monotonic() - self._checked_at >= CACHE_S:
+            self._checked_at = time.monotonic()
+            try:
+                self._reason = await self.backend.health()
+            except Exception as e:  # a probe must never fail the endpoint
+                self._reason = f"{type(e).__name__}: {e}"
+        if self._reason is None:
+            return {"status": "ok", "sandbox": "ok"}
+        return {"status": "degraded", "sandbox": self._reason}

@@ -1,0 +1,160 @@
+"""Access control, capacity limits, the operator's sandbox policy and /health."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from ors.client import ORS
+
+from orsbox.authoring.standard_tools import BashTool
+from orsbox.errors import PolicyViolation
+from orsbox.sandbox import SandboxLimits
+from orsbox.server import create_app
+from orsbox.settings import Settings
+from tests.conftest import PROTOCOL_ENVS
+from tests.envs.protocol_envs import Protocol
+from tests.servers import LiveServer, start_server
+
+TOKEN = "tok-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    live = start_server(PROTOCOL_ENVS, tmp_path_factory.mktemp("auth"), token=TOKEN, max_sessions=3)
+    yield live
+    live.stop()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "wrong"}, {"Authorization": TOKEN}],
+)
+def test_every_endpoint_but_health_needs_the_token(
+    guarded: LiveServer, headers: dict[str, str]
+) -> None:
+    for method, path in [
+        ("GET", "/list_environments"),
+        ("GET", "/protocol/tools"),
+        ("POST", "/create"),
+        ("POST", "/protocol/call"),
+        ("POST", "/delete"),
+        ("GET", "/openapi.json"),
+    ]:
+        r = httpx.request(method, f"{guarded.url}{path}", headers=headers)
+        assert r.status_code == 401, (path, r.status_code)
+        assert "API token" in r.json()["detail"] and r.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(f"{guarded.url}/health").status_code == 200
+    assert TOKEN not in guarded.log()
+
+
+@pytest.mark.parametrize("headers", [{"Authorization": f"Bearer {TOKEN}"}, {"X-API-Key": TOKEN}])
+def test_the_token_is_accepted_in_either_header(
+    guarded: LiveServer, headers: dict[str, str]
+) -> None:
+    r = httpx.get(f"{guarded.url}/list_environments", headers=headers)
+    assert r.status_code == 200 and r.json() == ["protocol", "second_env"]
+
+
+def test_the_ors_sdk_client_sends_its_api_key(
+    guarded: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORS_API_KEY", TOKEN)
+    with ORS(base_url=guarded.url) as client:
+        env = client.environment("protocol")
+        with env.session(split="train", index=1) as session:
+            assert session.call_tool("submit", {"answer": "2"}).reward == 1.0
+
+
+def test_capacity_limit_is_503_with_retry_after(guarded: LiveServer) -> None:
+    auth = {"X-API-Key": TOKEN}
+    sids = [uuid.uuid4().hex for _ in range(4)]
+    answers = [
+        httpx.post(
+            f"{guarded.url}/create", headers={**auth, "X-Session-ID": sid}, json={"task_spec": {}}
+        )
+        for sid in sids
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 200, 503]
+    assert answers[3].headers["retry-after"] == "5"
+    assert "at capacity: 3 live sessions (max 3)" in answers[3].json()["detail"]
+    httpx.post(f"{guarded.url}/delete", headers={**auth, "X-Session-ID": sids[0]})
+    again = httpx.post(
+        f"{guarded.url}/create", headers={**auth, "X-Session-ID": sids[3]}, json={"task_spec": {}}
+    )
+    assert again.status_code == 200
+    for sid in sids:
+        httpx.post(f"{guarded.url}/delete", headers={**auth, "X-Session-ID": sid})
+
+
+def test_sessions_starting_at_once_are_bounded() -> None:
+    app = create_app([Protocol], Settings(max_starting=2, setup_wait_s=0))
+    with TestClient(app) as client:
+        codes = [
+            client.post(
+                "/create", headers={"X-Session-ID": f"s{i}"}, json={"task_spec": {"setup_s": 5}}
+            ).status_code
+            for i in range(3)
+        ]
+        assert codes == [200, 200, 503]
+        for i in range(3):
+            client.post("/delete", headers={"X-Session-ID": f"s{i}"})
+
+
+class Networked(BashTool):
+    limits = SandboxLimits(network=True)
+
+    @classmethod
+    def list_splits(cls):
+        return ["test"]
+
+    def get_prompt(self):
+        return []
+
+
+class Capable(Networked):
+    limits = SandboxLimits(cap_add=("NET_ADMIN",))
+
+
+def test_policy_refuses_networks_and_capabilities_unless_allowed() -> None:
+    with pytest.raises(
+        PolicyViolation, match=r"'networked' asks for a network.*ORSBOX_ALLOW_NETWORK"
+    ):
+        create_app([Networked], Settings(), sandbox_backend=FakeHealth(None))
+    create_app([Networked], Settings(allow_network=True), sandbox_backend=FakeHealth(None))
+    with pytest.raises(PolicyViolation, match="capabilities NET_ADMIN"):
+        create_app([Capable], Settings(), sandbox_backend=FakeHealth(None))
+    create_app([Capable], Settings(allow_cap_add=["NET_ADMIN"]), sandbox_backend=FakeHealth(None))
+
+
+class FakeHealth:
+    """Only what /health and app shutdown use of a backend."""
+
+    def __init__(self, reason: str | None) -> None:
+        self.reason = reason
+
+    async def health(self) -> str | None:
+        return self.reason
+
+    async def sweep(self) -> int:
+        return 0
+
+    async def close(self) -> None:
+        pass
+
+
+def test_health_reports_a_down_engine_as_degraded() -> None:
+    for reason, expected in [
+        (None, {"status": "ok", "sandbox": "ok"}),
+        (
+            "docker engine unreachable",
+            {"status": "degraded", "sandbox": "docker engine unreachable"},
+        ),
+    ]:
+        app = create_app([Protocol], Settings(), sandbox_backend=FakeHealth(reason))  # type: ignore[arg-type]
+        with TestClient(app) as client:
+            r = client.get("/health")
+            assert r.status_code == 200 and r.json() == expected
