@@ -62,18 +62,21 @@ def base_image(docker_client: docker.DockerClient) -> str:
 
 @pytest.fixture(autouse=True)
 def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After every Docker test: no orsbox-labelled container may remain."""
+    """After every Docker test: no orsbox-labelled container it started may remain.
+    (Compared with a snapshot, so another run sharing the engine is not blamed.)"""
     if request.node.get_closest_marker("docker") is None:
         yield
         return
     docker_client = request.getfixturevalue("docker_client")
+
+    def labelled() -> set[str]:
+        return {c.id for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})}
+
+    before = labelled()
     yield
     deadline = time.monotonic() + LEFTOVER_WAIT_S
-    while True:
-        left = docker_client.containers.list(all=True, filters={"label": "orsbox=1"})
-        if not left or time.monotonic() > deadline:
-            break
+    while (left := labelled() - before) and time.monotonic() < deadline:
         time.sleep(0.2)
-    for container in left:
-        container.remove(force=True)
-    assert not left, f"containers left behind: {[c.name for c in left]}"
+    for container_id in left:
+        docker_client.containers.get(container_id).remove(force=True)
+    assert not left, f"containers left behind: {sorted(left)}"

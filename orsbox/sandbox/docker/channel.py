@@ -162,8 +162,8 @@ class AgentChannel(asyncio.Protocol):
     # -- asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # duck-typed: uvloop's transports are not asyncio.Transport subclasses
+        self._transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         frames, errors = self._reader.feed(data)
