@@ -1,5 +1,6 @@
 """Finding environment classes from what a user types: `module:Class`, `path/to/file.py:Class`,
-or a module or file alone (every `Environment` subclass defined in it)."""
+a module or file alone (every `Environment` subclass defined in it), or a folder holding
+an `orsbox.toml` manifest (or the manifest file itself)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from orsbox.authoring.declarative import manifest_environment, manifest_path
 from orsbox.authoring.environment import Environment
 from orsbox.errors import ManifestError
 
@@ -46,6 +48,8 @@ def _defined_in(module: ModuleType) -> list[type[Environment]]:
 
 def load_environment(ref: str) -> list[type[Environment]]:
     """The environment class(es) named by one reference."""
+    if is_manifest(ref):
+        return [manifest_environment(Path(ref))]
     target, _, attr = ref.partition(":")
     module = _import(target)
     if not attr:
@@ -57,6 +61,12 @@ def load_environment(ref: str) -> list[type[Environment]]:
     if not (inspect.isclass(cls) and issubclass(cls, Environment)):
         raise ManifestError(f"{ref!r} is not an orsbox Environment subclass")
     return [cls]
+
+
+def is_manifest(ref: str) -> bool:
+    """True for a folder with an `orsbox.toml`, or a `.toml` file."""
+    path = Path(ref)
+    return path.suffix == ".toml" or (path.is_dir() and manifest_path(path).is_file())
 
 
 def load_environments(refs: list[str]) -> list[type[Environment]]:
