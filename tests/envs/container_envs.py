@@ -58,16 +58,7 @@ class OnlyBash(BashTool):
         return [TextBlock(text="bash only")]
 
 
-class MissingImage(BashTool):
+class MissingImage(OnlyBash):
+    """Its image does not exist: setup must fail naming it."""
+
     image = "orsbox/does-not-exist:latest"
-
-    @classmethod
-    def list_splits(cls):
-        return ["test"]
-
-    @classmethod
-    def list_tasks(cls, split: str):
-        return [{}]
-
-    def get_prompt(self):
-        return [TextBlock(text="never")]
