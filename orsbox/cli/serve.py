@@ -1,23 +1,28 @@
-"""`orsbox serve`: load environments and run the ORS server until SIGINT/SIGTERM."""
+"""`orsbox serve`: load environments, build missing images, run the ORS server until
+SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 import typer
 
-from orsbox.authoring.loading import load_environments
 from orsbox.errors import ManifestError
 from orsbox.settings import Settings
 
 _DEFAULTS = Settings()
 
+TARGETS_HELP = (
+    "environments to serve: a folder with an orsbox.toml, path/to/file.py[:Class], "
+    "MODULE[:Class], or a Docker image with a manifest inside; default: the bundled ones"
+)
+
 
 def serve(
     targets: Annotated[
-        list[str],
-        typer.Argument(help="environments: MODULE:Class, path/to/file.py[:Class], or MODULE"),
-    ],
+        list[str] | None, typer.Argument(help=TARGETS_HELP, show_default=False)
+    ] = None,
     host: Annotated[str, typer.Option(help="address to bind")] = _DEFAULTS.host,
     port: Annotated[int, typer.Option(help="port to listen on")] = _DEFAULTS.port,
     session_timeout: Annotated[
@@ -29,15 +34,24 @@ def serve(
     max_body: Annotated[
         int, typer.Option(help="largest accepted request body, in bytes")
     ] = _DEFAULTS.max_body_bytes,
+    build: Annotated[bool, typer.Option(help="build missing images before serving")] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
-    """Serve ORS environments over HTTP."""
-    from orsbox.runner import serve as run_server
+    """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
+    Without arguments, serves every bundled environment (math, coding, swe, terminal),
+    building the sandbox images they need first."""
+    from orsbox.cli.build import ensure_images
+    from orsbox.runner import serve as run_server
+    from orsbox.targets import resolve_targets
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:
-        environments = load_environments(targets)
+        environments = resolve_targets(targets or [])
     except ManifestError as e:
-        raise typer.BadParameter(str(e)) from e
+        raise typer.BadParameter(str(e), param_hint="TARGETS") from e
+    if build:
+        ensure_images(environments)
     settings = _DEFAULTS.model_copy(
         update={
             "host": host,

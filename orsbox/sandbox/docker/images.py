@@ -1,21 +1,45 @@
-"""Sandbox images: is one present, and how does a user get the base image.
+"""Sandbox images: is one present, how to build one, and reading files out of one.
 
 There is no registry to pull from here, so a missing image is an error that says how
-to build it rather than something to fetch.
+to build it rather than something to fetch. Images are built from Dockerfiles that take
+their parent as `ARG BASE_IMAGE` (an `ImageRecipe` names both), through the engine's
+build API so no docker CLI is needed. Blocking functions: callers run them in a thread.
 """
 
 from __future__ import annotations
 
-import os
+import io
 import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 import docker.errors
 
+from orsbox.errors import ImageBuildError
+from orsbox.sandbox.docker.engine import translated
+
 BASE_IMAGE = "orsbox/base:latest"
-BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "build-images.sh"
-BUILD_TIMEOUT_S = 900
+LOCAL_DEBIAN = "orsbox/debian:bookworm"  # made without a registry by make-local-base.sh
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
+BUILD_SCRIPT = SCRIPTS / "build-images.sh"
+LOCAL_BASE_SCRIPT = SCRIPTS / "make-local-base.sh"
+BUILD_TIMEOUT_S = 1800
+
+BuildLog = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """How to build one image: `docker build --build-arg BASE_IMAGE=<base_image>`."""
+
+    tag: str
+    context: Path
+    dockerfile: Path
+    base_image: str | None = None  # None: the Dockerfile's own default
+    origin: str = ""  # what declares it, for messages: a folder or a manifest
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
@@ -27,18 +51,84 @@ def image_exists(client: docker.DockerClient, tag: str) -> bool:
 
 
 def build_hint(image: str) -> str:
-    if image == BASE_IMAGE:
-        return f"build it with `scripts/build-images.sh` (or `docker build -t {image} images/base`)"
+    if image.startswith("orsbox/"):
+        return "build it with `orsbox build` (or `bash scripts/build-images.sh`)"
     return f"build it with `docker build -t {image} <folder with its Dockerfile>`"
 
 
+def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog) -> float:
+    """Build `recipe`, passing each line of build output to `log`; return the seconds
+    it took. Raises `ImageBuildError` with the build's last lines on failure."""
+    started = time.monotonic()
+    args = {"BASE_IMAGE": recipe.base_image} if recipe.base_image else {}
+    tail: list[str] = []
+    with translated(f"build {recipe.tag}"):
+        stream = client.api.build(
+            path=str(recipe.context),
+            dockerfile=str(recipe.dockerfile),
+            tag=recipe.tag,
+            buildargs=args,
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+        for chunk in stream:
+            if "error" in chunk:
+                detail = "\n".join([*tail[-15:], str(chunk["error"]).strip()])
+                raise ImageBuildError(f"building {recipe.tag} ({recipe.origin}) failed:\n{detail}")
+            for line in str(chunk.get("stream", "")).splitlines():
+                if line.strip():
+                    tail.append(line)
+                    log(line)
+    return time.monotonic() - started
+
+
+def make_local_debian(log: BuildLog) -> None:
+    """`orsbox/debian:bookworm` from the Debian mirror (mmdebstrap | docker import)."""
+    process = subprocess.Popen(
+        ["bash", str(LOCAL_BASE_SCRIPT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line.rstrip())
+        log(line.rstrip())
+    if process.wait(timeout=BUILD_TIMEOUT_S) != 0:
+        raise ImageBuildError(f"making {LOCAL_DEBIAN} failed:\n" + "\n".join(lines[-15:]))
+
+
+def read_folder(client: docker.DockerClient, image: str, path: str) -> bytes:
+    """A tar of folder `path` in `image`, read from a created (never started) container,
+    so nothing of the image runs."""
+    with translated(f"read {path} from image {image}"):
+        container = client.api.create_container(
+            image, command=["true"], network_disabled=True, labels={"orsbox.extract": "1"}
+        )
+        try:
+            chunks, _ = client.api.get_archive(container["Id"], path)
+            buffer = io.BytesIO()
+            for chunk in chunks:
+                buffer.write(chunk)
+            return buffer.getvalue()
+        finally:
+            client.api.remove_container(container["Id"], force=True)
+
+
+def image_labels(client: docker.DockerClient, image: str) -> dict[str, str]:
+    with translated(f"inspect image {image}"):
+        return dict(client.api.inspect_image(image).get("Config", {}).get("Labels") or {})
+
+
 def ensure_base_image(client: docker.DockerClient | None = None, tag: str = BASE_IMAGE) -> None:
-    """Build `orsbox/base:latest` with scripts/build-images.sh unless it exists.
+    """Build `orsbox/base:latest` (with scripts/build-images.sh) unless it exists.
     Blocking (a first build takes about a minute); meant for tests and setup commands."""
     client = client or docker.from_env()
     if image_exists(client, tag):
         return
     if not BUILD_SCRIPT.exists():
         raise RuntimeError(f"image {tag!r} is missing and {BUILD_SCRIPT} is not there")
-    env = {**os.environ, "IMAGE_TAG": tag}
-    subprocess.run([str(BUILD_SCRIPT)], check=True, timeout=BUILD_TIMEOUT_S, env=env)
+    folder = BUILD_SCRIPT.parent.parent / "images" / "base"
+    subprocess.run(["bash", str(BUILD_SCRIPT), str(folder)], check=True, timeout=BUILD_TIMEOUT_S)

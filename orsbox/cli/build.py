@@ -1,0 +1,172 @@
+"""`orsbox build`: build sandbox images, parents first, with live progress.
+
+Also `ensure_images`, which `serve` and `run` call to build only what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from orsbox.authoring.environment import Environment
+from orsbox.authoring.manifest import MANIFEST_NAME
+from orsbox.bundle import (
+    build_plan,
+    bundled_targets,
+    environment_recipe,
+    folder_recipe,
+    image_recipes,
+    needed_images,
+)
+from orsbox.errors import OrsboxError
+from orsbox.sandbox.docker.images import LOCAL_DEBIAN, ImageRecipe
+
+console = Console(stderr=True, highlight=False)
+
+
+def docker_client(*, required: bool = True) -> Any:
+    """A client for the engine. Without one: a clear exit saying how to get one, or
+    (not `required`) a warning and None."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except Exception as e:
+        if required:
+            console.print(f"[red]No Docker engine answers[/red] ({e}).")
+        else:
+            console.print(
+                f"[yellow]warning:[/yellow] no Docker engine answers ({e}); container "
+                "environments will fail until one runs."
+            )
+        console.print("Start one with `bash scripts/start-docker.sh`; `orsbox doctor` checks more.")
+        if required:
+            raise typer.Exit(1) from None
+        return None
+    return client
+
+
+def all_recipes(
+    environments: Sequence[type[Environment]], extra: Sequence[ImageRecipe] = ()
+) -> list[ImageRecipe]:
+    own = [r for r in map(environment_recipe, environments) if r is not None]
+    return [*image_recipes(), *extra, *own]
+
+
+def run_plan(client: Any, plan: Sequence[ImageRecipe]) -> None:
+    """Build `plan` in order, one spinner per image showing its latest build line."""
+    from orsbox.sandbox.docker.images import build_image, image_exists, make_local_debian
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        for recipe in plan:
+            if recipe.base_image == LOCAL_DEBIAN and not image_exists(client, LOCAL_DEBIAN):
+                _step(progress, LOCAL_DEBIAN, make_local_debian)
+            _step(progress, recipe.tag, lambda log, r=recipe: build_image(client, r, log))
+
+
+def _step(progress: Progress, tag: str, work: Any) -> None:
+    task = progress.add_task(f"[bold]{tag}[/bold]", total=1)
+
+    def log(line: str) -> None:
+        progress.update(task, description=f"[bold]{tag}[/bold] [dim]{line.strip()[:70]}[/dim]")
+
+    try:
+        work(log)
+    except OrsboxError as e:
+        progress.update(task, description=f"[red]{tag} failed[/red]")
+        progress.stop()
+        console.print(str(e))
+        raise typer.Exit(1) from None
+    progress.update(task, completed=1, description=f"[green]{tag}[/green] built")
+
+
+def ensure_images(environments: Sequence[type[Environment]]) -> None:
+    """Build the images these environments need that are missing (and their parents)."""
+    from orsbox.sandbox.docker.images import image_exists
+
+    wanted = needed_images(environments)
+    if not wanted:
+        return
+    client = docker_client(required=False)
+    if client is None:
+        return
+    recipes = all_recipes(environments)
+    plan = build_plan(wanted, recipes, lambda tag: image_exists(client, tag))
+    if plan:
+        console.print(f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}")
+        run_plan(client, plan)
+    known = {r.tag for r in recipes}
+    for tag in wanted:
+        if tag not in known and not image_exists(client, tag):
+            console.print(
+                f"[yellow]warning:[/yellow] image {tag} is missing and orsbox has no "
+                "recipe for it; episodes that need it will fail until you build it"
+            )
+
+
+def _requested(paths: Sequence[str]) -> tuple[list[str], list[ImageRecipe]]:
+    """Tags to build and the recipes that may build them, for `orsbox build PATH...`."""
+    from orsbox.targets import resolve_targets
+
+    tags: list[str] = []
+    envs: list[type[Environment]] = []
+    folders: list[ImageRecipe] = []
+    for path in paths:
+        folder = Path(path)
+        if (folder / "Dockerfile").is_file() and not (folder / MANIFEST_NAME).is_file():
+            folders.append(folder_recipe(folder))
+            tags.append(folders[-1].tag)
+        else:
+            found = resolve_targets([path])
+            envs += found
+            tags += needed_images(found)
+    return tags, all_recipes(envs, folders)
+
+
+def build(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="images/ folders (with a Dockerfile) or environments (folders, files); "
+            "default: every image in images/ and every bundled environment's image",
+            show_default=False,
+        ),
+    ] = None,
+    missing_only: Annotated[
+        bool, typer.Option("--missing-only", help="skip images that already exist")
+    ] = False,
+) -> None:
+    """Build sandbox images, parents first.
+
+    orsbox/base comes before orsbox/swe, which comes before the environments built on
+    it. Builds use the engine's cache, so rebuilding an unchanged image takes seconds.
+    Without a registry the root image starts from a Debian base made locally with
+    mmdebstrap; set BASE_IMAGE=debian:bookworm-slim to start from the registry's."""
+    from orsbox.sandbox.docker.images import image_exists
+
+    if paths:
+        tags, recipes = _requested(paths)
+    else:
+        from orsbox.targets import resolve_targets
+
+        envs = resolve_targets(bundled_targets())
+        recipes = all_recipes(envs)
+        tags = [r.tag for r in recipes]
+    client = docker_client()
+    missing = [t for t in tags if t not in {r.tag for r in recipes}]
+    if missing:
+        console.print(f"[red]No recipe for[/red] {', '.join(missing)}: build it yourself.")
+        raise typer.Exit(1)
+    exists = lambda tag: image_exists(client, tag)  # noqa: E731
+    plan = build_plan(tags, recipes, exists, rebuild=not missing_only)
+    if not plan:
+        console.print("Every image is there.")
+        return
+    run_plan(client, plan)

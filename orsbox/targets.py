@@ -1,0 +1,131 @@
+"""From what a user types to environment classes: `orsbox serve` and `orsbox run` targets.
+
+In order, a target is:
+  1. a path: a folder with an `orsbox.toml`, a manifest, a `.py` file (`file.py:Class`);
+  2. the name of a bundled environment (`coding`), for `orsbox run`;
+  3. a local Docker image whose manifest is inside it (`orsbox serve me/env:latest`);
+  4. a Python module, `module` or `module:Class`.
+Images come before modules because `name:tag` reads as both; a module name is never a
+valid image reference once it has a capital letter, and rarely otherwise.
+
+An image environment's manifest lives at `/orsbox/orsbox.toml`, or wherever the image's
+`orsbox.manifest` label says. Its folder (manifest, task files, grader files) is copied
+out of a created, never started, container into a temporary folder, and the environment
+runs in that image whatever the manifest's `image` says.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import io
+import logging
+import posixpath
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from orsbox.authoring.declarative import DeclarativeEnvironment, manifest_environment
+from orsbox.authoring.environment import Environment
+from orsbox.authoring.loading import is_manifest, load_environment
+from orsbox.bundle import bundled_target, bundled_targets
+from orsbox.errors import ManifestError, SandboxError
+
+log = logging.getLogger("orsbox.targets")
+
+IMAGE_MANIFEST = "/orsbox/orsbox.toml"
+MANIFEST_LABEL = "orsbox.manifest"
+
+
+def resolve_targets(targets: Sequence[str]) -> list[type[Environment]]:
+    """The environments `targets` name; no targets: every bundled environment."""
+    refs = list(targets) or bundled_targets()
+    return [cls for ref in refs for cls in resolve_target(ref)]
+
+
+def resolve_target(target: str) -> list[type[Environment]]:
+    if _is_path(target):
+        return load_environment(target)
+    bundled = bundled_target(target) if "/" not in target and ":" not in target else None
+    if bundled is not None:
+        return load_environment(bundled)
+    client = _docker_client()
+    if client is not None and _local_image(client, target):
+        return [image_environment(client, target)]
+    return load_environment(target)
+
+
+def _is_path(target: str) -> bool:
+    file_part = target.partition(".py:")[0] + ".py" if ".py:" in target else target
+    return is_manifest(target) or target.endswith(".py") or Path(file_part).exists()
+
+
+@functools.cache
+def _docker_client() -> Any:
+    import docker
+
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception:  # no engine: no image targets, and the error comes later if needed
+        return None
+    return client
+
+
+def _local_image(client: Any, reference: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(reference)
+    except (docker.errors.ImageNotFound, docker.errors.APIError):  # APIError: not a reference
+        return False
+    return True
+
+
+# -- environments that are nothing but an image ------------------------------------------
+def image_environment(client: Any, image: str) -> type[DeclarativeEnvironment]:
+    """The environment whose manifest lives inside `image`."""
+    from orsbox.sandbox.docker.images import image_labels, read_folder
+
+    manifest_in_image = image_labels(client, image).get(MANIFEST_LABEL, IMAGE_MANIFEST)
+    folder_in_image = posixpath.dirname(manifest_in_image)
+    try:
+        archive = read_folder(client, image, folder_in_image)
+    except SandboxError as e:
+        raise ManifestError(
+            f"image {image} has no {folder_in_image} folder for its {manifest_in_image} "
+            f"(set the {MANIFEST_LABEL} label to the manifest's path): {e}"
+        ) from None
+    local_root = _unpack(archive)
+    local = local_root / posixpath.basename(folder_in_image)
+    _warn_if_readable(archive, image, folder_in_image)
+    try:
+        return manifest_environment(local / posixpath.basename(manifest_in_image), image=image)
+    except ManifestError as e:
+        raise ManifestError(str(e).replace(str(local), f"{image}:{folder_in_image}")) from None
+
+
+def _unpack(archive: bytes) -> Path:
+    destination = Path(tempfile.mkdtemp(prefix="orsbox-image-"))
+    atexit.register(shutil.rmtree, destination, ignore_errors=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(destination, filter="data")
+    return destination
+
+
+def _warn_if_readable(archive: bytes, image: str, folder: str) -> None:
+    """Tasks and grader files in an image are the agent's to read unless root-only."""
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        readable = [m.name for m in tar.getmembers() if m.mode & 0o004 and not m.issym()]
+    if readable:
+        log.warning(
+            "%s:%s is readable by the agent (%s ...): make it root-only in the image, "
+            "e.g. RUN chmod -R go= %s",
+            image,
+            folder,
+            readable[0],
+            folder,
+        )
