@@ -481,3 +481,16 @@ def test_a_running_call_keeps_its_session_alive(protocol_server: LiveServer) -> 
     stream = call(protocol_server, sid, "sleep", {"seconds": 6})  # longer than the 4 s timeout
     assert stream.result()["ok"] is True
     assert get(protocol_server, "/protocol/prompt", sid).status_code == 200
+
+
+def test_shutdown_tears_down_every_session(tmp) -> None:
+    from tests.conftest import PROTOCOL_ENVS
+    from tests.servers import start_server
+
+    server = start_server(PROTOCOL_ENVS, tmp)
+    logs = [tmp / f"teardown-{i}.log" for i in range(3)]
+    for log in logs:
+        new_session(server, teardown_log=str(log))
+    server.stop()  # SIGTERM: uvicorn shuts down gracefully, then re-raises the signal
+    assert [log.read_text() for log in logs] == ["torn down\n"] * 3
+    assert "Application shutdown complete" in server.log()

@@ -211,3 +211,7 @@ def test_restart_gives_a_fresh_shell(episode: Episode) -> None:
     episode.bash("export GONE=1; cd /tmp")
     assert episode.text("bash", command="", restart=True) == "[shell restarted]"
     assert episode.bash("echo ${GONE:-unset}; pwd")[0] == "unset\n/workspace\n"
+
+
+def test_task_files_are_copied_in_at_setup(episode: Episode) -> None:
+    assert episode.text("read_file", path="/workspace/task/sub/given.txt") == "from the host\n"

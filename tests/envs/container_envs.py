@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel
 
 from orsbox import TextBlock, ToolOutput, tool
 from orsbox.authoring.standard_tools import BashTool, FileTools, PythonTool
 from orsbox.sandbox import SandboxLimits
+
+TASK_FILES = Path(__file__).parent / "task_files"
 
 
 class Answer(BaseModel):
@@ -29,6 +33,9 @@ class Sandboxed(BashTool, PythonTool, FileTools):
 
     def get_prompt(self):
         return [TextBlock(text=f"write {self.task_spec['expected']!r} to /workspace/out.txt")]
+
+    def task_files(self):
+        return {str(TASK_FILES): "/workspace/task"}
 
     @tool
     async def submit(self) -> ToolOutput:
