@@ -1,8 +1,14 @@
 """`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
 
-Start is: check the image, create, start, attach the agent (one `docker exec` for the
-sandbox's whole life), say hello. A start that fails or is cancelled half-way removes
-its container before raising, so nothing is left behind.
+Start is: create (a missing image answers there, so there is no separate look-up),
+start, attach the agent (one `docker exec` for the sandbox's whole life), say hello. A
+start that fails or is cancelled half-way removes its container before raising, so
+nothing is left behind.
+
+At most `start_concurrency` starts run at once; the rest wait their turn in arrival
+order. A start is mostly engine and kernel work (runc, namespaces, cgroups), so on a
+small machine fifty at once take longer each than fifty queued four at a time, and
+starve the server's event loop and every running sandbox of CPU meanwhile.
 
 Containers never outlive their server: the agent's dead-man's switch ends the container
 when the server's socket closes (even on SIGKILL), `auto_remove` deletes it, and `sweep`
@@ -35,6 +41,7 @@ from orsbox.sandbox.docker.sandbox import DockerSandbox, check
 log = logging.getLogger("orsbox.sandbox.docker")
 
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
+START_CONCURRENCY = 4  # on 2 cores, more at once only lengthens each start (bench/)
 
 
 # `python3 -c` gets this loader, which reads the agent's source from stdin (10-digit
@@ -71,32 +78,39 @@ class DockerBackend(SandboxBackend):
         client: docker.DockerClient | None = None,
         *,
         run_options: dict[str, Any] | None = None,
+        start_concurrency: int = START_CONCURRENCY,
     ) -> None:
         """`run_options` override the container defaults (see `options.py`), e.g.
-        `{"init": False}` or `{"runtime": "runsc"}`."""
+        `{"init": False}` or `{"runtime": "runsc"}`. `start_concurrency` bounds how
+        many sandboxes start at once (the module docstring says why)."""
         self.server_id = server_id or default_server_id()
         self.engine = Engine(client)
         self._run_options = dict(run_options or {})
         self._sandboxes: dict[str, DockerSandbox] = {}
+        self._start_slots = anyio.Semaphore(start_concurrency)
 
     # -- start
 
     async def start(self, spec: SandboxSpec) -> DockerSandbox:
         try:
-            return await self._start(spec)
+            async with self._start_slots:
+                return await self._start(spec)
         except (ImageNotFound, SandboxStartError):
             raise
         except (SandboxError, ChannelClosed) as e:
             raise SandboxStartError(f"could not start a sandbox from {spec.image}: {e}") from None
 
     async def _start(self, spec: SandboxSpec) -> DockerSandbox:
-        if not await self.engine.image_exists(spec.image):
-            raise ImageNotFound(f"image {spec.image!r} not found; {build_hint(spec.image)}")
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
         options = container_options(spec, name, labels, self._run_options)
-        with anyio.CancelScope(shield=True):  # a cancelled create would lose the id
-            container_id = await self.engine.create(options)
+        try:
+            with anyio.CancelScope(shield=True):  # a cancelled create would lose the id
+                container_id = await self.engine.create(options)
+        except ImageNotFound:
+            raise ImageNotFound(
+                f"image {spec.image!r} not found; {build_hint(spec.image)}"
+            ) from None
         try:
             return await self._start_created(container_id, name)
         except BaseException:

@@ -26,6 +26,7 @@ import anyio
 import docker
 import docker.errors
 import requests.exceptions
+from docker.models.containers import _create_container_args
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxGone
 
@@ -94,8 +95,15 @@ class Engine:
         return await self.run(f"look up image {image}", exists)
 
     async def create(self, options: dict[str, Any]) -> str:
+        """Create a container from `containers.run`-style options; return its id."""
+
         def create() -> str:
-            return self.client.containers.create(**options).id
+            # The low-level call: `containers.create` also inspects the new container,
+            # an engine round trip per start whose answer we never use.
+            api = self.client.api
+            return api.create_container(
+                **_create_container_args({**options, "version": api._version})
+            )["Id"]
 
         return await self.run(f"create container for {options.get('image')}", create)
 
