@@ -52,3 +52,14 @@ class Settings(BaseSettings):
     allow_cap_add: list[str] = Field(
         default_factory=list, description="capabilities environments may add back"
     )
+
+    # -- sandbox starts and the warm pool (see orsbox.sandbox.pool) ---------------------
+    sandbox_start_concurrency: int = Field(
+        default=4, gt=0, description="sandboxes starting at once; later starts queue"
+    )
+    warm_pool: int = Field(
+        default=0, ge=0, description="started idle sandboxes kept ready per sandbox spec"
+    )
+    warm_pool_idle_ttl_s: float = Field(
+        default=600.0, gt=0, description="a spec not asked for this long has its pool emptied"
+    )

@@ -62,15 +62,29 @@ class ContainerEnvironment(Environment):
 
     def sandbox_spec(self) -> SandboxSpec:
         context = self.orsbox_context
+        session_id = context.session_id if context else "none"
+        return type(self).class_sandbox_spec().model_copy(update={"session_id": session_id})
+
+    @classmethod
+    def class_sandbox_spec(cls) -> SandboxSpec:
+        """The spec from the class attributes alone, with no session: what a warm pool
+        keeps ready for this environment before any session asks."""
         return SandboxSpec(
-            image=self.image,
-            limits=self.limits,
-            user=self.user,
-            workdir=self.workdir,
-            env=dict(self.container_env),
-            labels={"orsbox.environment": type(self).name().lower()},
-            session_id=context.session_id if context else "none",
+            image=cls.image,
+            limits=cls.limits,
+            user=cls.user,
+            workdir=cls.workdir,
+            env=dict(cls.container_env),
+            labels={"orsbox.environment": cls.name().lower()},
         )
+
+    @classmethod
+    def prewarm_spec(cls) -> SandboxSpec | None:
+        """The spec to pre-warm at startup; None when a subclass builds its spec per
+        task (overrides `sandbox_spec`), as the pool cannot guess it."""
+        if cls.sandbox_spec is not ContainerEnvironment.sandbox_spec:
+            return None
+        return cls.class_sandbox_spec()
 
     def task_files(self) -> dict[str, str]:
         """Host folders to copy into the sandbox at setup: `{host_dir: sandbox_dir}`."""

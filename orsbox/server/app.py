@@ -2,7 +2,8 @@
 
 Phases, as uvicorn names them:
 * startup — install log redaction, start the inactivity reaper (and, for container
-  environments, the sandbox backend's sweep of leftovers from dead servers);
+  environments, the sandbox backend's sweep of leftovers from dead servers, and the
+  warm pool's first fill when `warm_pool` > 0);
 * serve — routes in `orsbox.server.routes`, thin, grouped by catalog/sessions/calls;
 * shutdown — cancel running calls, tear down every session (each teardown bounded by
   `teardown_timeout_s`), close the sandbox backend.
@@ -22,6 +23,7 @@ from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
+from orsbox.sandbox.pool import WarmPool
 from orsbox.server.access import TokenMiddleware
 from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
@@ -47,8 +49,8 @@ def create_app(
     settings = settings or Settings()
     cat = Catalog(environments)
     check_policy(environments, settings)
-    if sandbox_backend is None and any(issubclass(e, ContainerEnvironment) for e in environments):
-        sandbox_backend = create_backend("docker", server_id=settings.server_id)
+    if sandbox_backend is None:
+        sandbox_backend = _default_backend(environments, settings)
     manager = SessionManager(settings)
     manager.sandbox_backend = sandbox_backend
     registry = CallRegistry(linger_s=settings.result_linger_s)
@@ -58,6 +60,7 @@ def create_app(
         install_log_redaction()
         if sandbox_backend is not None:
             await _sweep(sandbox_backend)
+            _prewarm(sandbox_backend, environments)
         reaper = asyncio.create_task(manager.reap_forever())
         log.info("serving %s", ", ".join(cat.names))
         try:
@@ -83,6 +86,29 @@ def create_app(
     if settings.token is not None:  # outermost: nothing runs for a request without it
         app.add_middleware(TokenMiddleware, token=settings.token.get_secret_value())
     return app
+
+
+def _default_backend(
+    environments: Sequence[type[Environment]], settings: Settings
+) -> SandboxBackend | None:
+    """Docker for container environments, behind a warm pool when one is configured."""
+    if not any(issubclass(e, ContainerEnvironment) for e in environments):
+        return None
+    backend = create_backend(
+        "docker",
+        server_id=settings.server_id,
+        start_concurrency=settings.sandbox_start_concurrency,
+    )
+    if settings.warm_pool == 0:
+        return backend
+    return WarmPool(backend, settings.warm_pool, idle_ttl_s=settings.warm_pool_idle_ttl_s)
+
+
+def _prewarm(backend: SandboxBackend, environments: Sequence[type[Environment]]) -> None:
+    """Fill the warm pool for the served environments in the background."""
+    if isinstance(backend, WarmPool):
+        specs = [e.prewarm_spec() for e in environments if issubclass(e, ContainerEnvironment)]
+        backend.prewarm([spec for spec in specs if spec is not None])
 
 
 async def _sweep(backend: SandboxBackend) -> None:

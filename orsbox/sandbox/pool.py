@@ -1,0 +1,223 @@
+"""`WarmPool`: started, idle sandboxes kept ready, so a session's start is a hand-over.
+
+A `SandboxBackend` that wraps another one; environments and the server do not know it
+is there. Sandboxes are pooled per *shelf*: everything in a `SandboxSpec` but the
+session id (image, limits, user, workdir, env, labels). For each shelf in demand the
+pool keeps `size` sandboxes started and idle:
+
+* `start(spec)` takes one off its shelf when there is one — used once, never handed to
+  two sessions, never returned to the pool — and otherwise starts a fresh sandbox for
+  the session through the wrapped backend, as if there were no pool. Either way the
+  shelf is refilled in the background.
+* Refills run at most `refill_concurrency` at a time over all shelves (one by default)
+  and queue behind sessions' own starts in the wrapped backend's start limit, so
+  refilling never competes hard with sessions for a small machine.
+* A shelf nobody asked for in `idle_ttl_s` is emptied and no longer refilled until the
+  next `start` for it: an idle server holds no sandboxes.
+* A refill that fails is retried after a growing pause (a missing image stops the
+  shelf until the next demand); a pooled sandbox that died while idle is thrown away.
+* `close()` removes every sandbox, pooled or handed out, as the wrapped backend does.
+
+Pooled sandboxes are started with the session id `pool`, so their containers carry the
+owner labels like any other (sweeps treat them alike) and `orsbox.session=pool`
+(docker labels cannot change later); `list()` reports the session a pooled sandbox
+went to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orsbox.errors import ImageNotFound
+from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+
+log = logging.getLogger("orsbox.sandbox.pool")
+
+POOL_SESSION = "pool"
+IDLE_TTL_S = 600.0
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 60.0
+
+
+def shelf_key(spec: SandboxSpec) -> str:
+    """What makes two specs interchangeable: everything but the session id."""
+    return json.dumps(spec.model_dump(mode="json", exclude={"session_id"}), sort_keys=True)
+
+
+@dataclass(eq=False)
+class Shelf:
+    """Idle sandboxes of one spec, and the filler task keeping them at the pool size."""
+
+    spec: SandboxSpec
+    idle: list[Sandbox] = field(default_factory=list)
+    last_demand: float = field(default_factory=time.monotonic)
+    filler: asyncio.Task[None] | None = None
+
+    def drop_dead(self) -> list[Sandbox]:
+        """Take the idle sandboxes that died (killed, engine restarted) off the shelf."""
+        dead = [s for s in self.idle if not s.alive]
+        self.idle = [s for s in self.idle if s.alive]
+        return dead
+
+
+class WarmPool(SandboxBackend):
+    """Keeps `size` idle sandboxes per spec in demand; see the module docstring."""
+
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        size: int,
+        *,
+        idle_ttl_s: float = IDLE_TTL_S,
+        refill_concurrency: int = 1,
+    ) -> None:
+        self.backend = backend
+        self.size = size
+        self.idle_ttl_s = idle_ttl_s
+        self.kind: Literal["docker", "fake"] = backend.kind
+        self._shelves: dict[str, Shelf] = {}
+        self._refill_slots = asyncio.Semaphore(refill_concurrency)
+        self._handed_out: dict[str, tuple[str, Sandbox]] = {}  # id -> (session, sandbox)
+        self._janitor: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # -- handing out
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        shelf = self._demand(spec)
+        self._discard(shelf.drop_dead())
+        sandbox = shelf.idle.pop(0) if shelf.idle else None
+        self._refill(shelf)
+        if sandbox is None:
+            return await self.backend.start(spec)
+        self._handed_out[sandbox.id] = (spec.session_id, sandbox)
+        log.info("session %s: took a warm sandbox", spec.session_id)
+        return sandbox
+
+    def prewarm(self, specs: list[SandboxSpec]) -> None:
+        """Start filling the shelves of `specs` now (e.g. the served environments' at
+        startup); they empty again after `idle_ttl_s` without demand."""
+        for spec in specs:
+            self._refill(self._demand(spec))
+
+    def idle_count(self, spec: SandboxSpec | None = None) -> int:
+        """Idle sandboxes on `spec`'s shelf, or on all shelves."""
+        shelves = self._shelves.values() if spec is None else [self._shelf(spec)]
+        return sum(len(s.idle) for s in shelves)
+
+    def _shelf(self, spec: SandboxSpec) -> Shelf:
+        key = shelf_key(spec)
+        if key not in self._shelves:
+            pooled = spec.model_copy(update={"session_id": POOL_SESSION})
+            self._shelves[key] = Shelf(pooled)
+        return self._shelves[key]
+
+    def _demand(self, spec: SandboxSpec) -> Shelf:
+        shelf = self._shelf(spec)
+        shelf.last_demand = time.monotonic()
+        if self._janitor is None and not self._closed:
+            self._janitor = asyncio.create_task(self._tidy_forever())
+        return shelf
+
+    # -- refilling
+
+    def _refill(self, shelf: Shelf) -> None:
+        if self._closed or self.size <= 0:
+            return
+        if shelf.filler is None or shelf.filler.done():
+            shelf.filler = asyncio.create_task(self._fill(shelf))
+
+    async def _fill(self, shelf: Shelf) -> None:
+        pause = RETRY_FIRST_S
+        while len(shelf.idle) < self.size:
+            try:
+                async with self._refill_slots:
+                    sandbox = await self.backend.start(shelf.spec)
+            except ImageNotFound as e:
+                log.warning("warm pool: stopped filling for %s: %s", shelf.spec.image, e)
+                return
+            except Exception as e:  # a refill failure must not end the pool
+                log.warning("warm pool: start failed (retry in %gs): %s", pause, e)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX_S)
+                continue
+            shelf.idle.append(sandbox)
+            pause = RETRY_FIRST_S
+
+    # -- shrinking
+
+    async def _tidy_forever(self) -> None:
+        interval = max(0.05, min(self.idle_ttl_s / 4, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            self.tidy()
+
+    def tidy(self, now: float | None = None) -> None:
+        """Empty shelves idle past the TTL; drop dead sandboxes and refill the rest."""
+        now = time.monotonic() if now is None else now
+        for shelf in self._shelves.values():
+            if now - shelf.last_demand > self.idle_ttl_s:
+                self._empty(shelf)
+            else:
+                self._discard(shelf.drop_dead())
+                self._refill(shelf)
+        self._handed_out = {k: v for k, v in self._handed_out.items() if v[1].alive}
+
+    def _empty(self, shelf: Shelf) -> None:
+        if shelf.filler is not None:
+            shelf.filler.cancel()
+        if shelf.idle:
+            log.info(
+                "warm pool: no demand for %gs, removing %d idle", self.idle_ttl_s, len(shelf.idle)
+            )
+        self._discard(shelf.idle)
+        shelf.idle = []
+
+    def _discard(self, sandboxes: list[Sandbox]) -> None:
+        for sandbox in sandboxes:
+            task = asyncio.create_task(self._close_quietly(sandbox))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def _close_quietly(self, sandbox: Sandbox) -> None:
+        try:
+            await sandbox.close()
+        except Exception as e:
+            log.warning("warm pool: could not remove an idle sandbox: %s", e)
+
+    # -- the rest of the contract
+
+    async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
+        infos = await self.backend.list(all_servers=all_servers)
+        for info in infos:
+            if info.id in self._handed_out:
+                info.session_id = self._handed_out[info.id][0]
+        return infos
+
+    async def sweep(self) -> int:
+        return await self.backend.sweep()
+
+    async def health(self) -> str | None:
+        return await self.backend.health()
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [s.filler for s in self._shelves.values() if s.filler is not None]
+        if self._janitor is not None:
+            tasks.append(self._janitor)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for shelf in self._shelves.values():
+            self._discard(shelf.idle)
+            shelf.idle = []
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*self._closing, return_exceptions=True)
+        await self.backend.close()

@@ -1,0 +1,229 @@
+"""The warm pool's rules, on an in-memory backend (the real engine: test_pool_docker.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from orsbox.errors import ImageNotFound, SandboxStartError
+from orsbox.sandbox import ExecResult, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.sandbox import pool as pool_module
+from orsbox.sandbox.pool import POOL_SESSION, WarmPool
+
+pytestmark = pytest.mark.anyio
+
+SPEC = SandboxSpec(image="img", session_id="s1")
+
+
+class MemorySandbox(Sandbox):
+    def __init__(self, backend: MemoryBackend, spec: SandboxSpec) -> None:
+        self.id = f"sb{len(backend.started)}"
+        self.spec = spec
+        self.backend = backend
+        self.closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed
+
+    async def close(self) -> None:
+        self.closed = True
+        self.backend.live.pop(self.id, None)
+
+    async def shell(self, command: str, **kw: object) -> ExecResult:
+        return ExecResult(output="", exit_code=0)
+
+    async def restart_shell(self) -> None: ...
+
+    async def exec(self, command: str | list[str], **kw: object) -> ExecResult:
+        return ExecResult(output="", exit_code=0)
+
+    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        return b""
+
+    async def write_file(self, path: str, data: bytes, *, mode: int | None = 0o644) -> None: ...
+
+    async def copy_in(self, local_dir: Path, sandbox_dir: str) -> None: ...
+
+
+class MemoryBackend(SandboxBackend):
+    """Starts instantly (or after `delay_s`); `failures` are raised by the next starts,
+    and images in `missing` are not found."""
+
+    kind = "fake"
+
+    def __init__(self, failures: list[Exception] | None = None, delay_s: float = 0) -> None:
+        self.started: list[MemorySandbox] = []
+        self.live: dict[str, MemorySandbox] = {}
+        self.failures = list(failures or [])
+        self.missing: set[str] = set()
+        self.attempts = 0
+        self.delay_s = delay_s
+        self.closed = False
+
+    async def start(self, spec: SandboxSpec) -> MemorySandbox:
+        self.attempts += 1
+        await asyncio.sleep(self.delay_s)
+        if spec.image in self.missing:
+            raise ImageNotFound(f"no image {spec.image}")
+        if self.failures:
+            raise self.failures.pop(0)
+        sandbox = MemorySandbox(self, spec)
+        self.started.append(sandbox)
+        self.live[sandbox.id] = sandbox
+        return sandbox
+
+    async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
+        return [
+            SandboxInfo(s.id, s.id, s.spec.image, s.spec.session_id, "me", "running")
+            for s in self.live.values()
+        ]
+
+    async def sweep(self) -> int:
+        return 0
+
+    async def close(self) -> None:
+        self.closed = True
+        for sandbox in list(self.live.values()):
+            await sandbox.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def until(predicate, timeout_s: float = 5.0) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def test_prewarmed_sandboxes_are_handed_out_once_and_refilled() -> None:
+    backend = MemoryBackend()
+    pool = WarmPool(backend, 2)
+    pool.prewarm([SPEC])
+    await until(lambda: pool.idle_count() == 2)
+    assert all(s.spec.session_id == POOL_SESSION for s in backend.started)
+
+    taken = await asyncio.gather(
+        *(pool.start(SPEC.model_copy(update={"session_id": f"s{i}"})) for i in range(6))
+    )
+    assert len({s.id for s in taken}) == 6  # never one sandbox for two sessions
+    assert [s.spec.session_id for s in taken[:2]] == [POOL_SESSION] * 2  # warm ones first
+    assert [s.spec.session_id for s in taken[2:]] == ["s2", "s3", "s4", "s5"]  # then cold
+
+    await until(lambda: pool.idle_count() == 2)  # refilled
+    assert not {s.id for s in taken} & {s.id for s in pool._shelves[next(iter(pool._shelves))].idle}
+    await pool.close()
+
+
+async def test_specs_differing_only_in_session_share_a_shelf_others_do_not() -> None:
+    pool = WarmPool(MemoryBackend(), 1)
+    other = SPEC.model_copy(update={"env": {"A": "1"}})
+    pool.prewarm([SPEC, SPEC.model_copy(update={"session_id": "s9"}), other])
+    await until(lambda: pool.idle_count() == 2)
+    assert pool.idle_count(SPEC) == 1 and pool.idle_count(other) == 1
+    taken = await pool.start(other.model_copy(update={"session_id": "x"}))
+    assert taken.spec.env == {"A": "1"}
+    await pool.close()
+
+
+async def test_list_names_the_session_a_pooled_sandbox_went_to() -> None:
+    pool = WarmPool(MemoryBackend(), 1)
+    pool.prewarm([SPEC])
+    await until(lambda: pool.idle_count() == 1)
+    taken = await pool.start(SPEC)
+    await until(lambda: pool.idle_count() == 1)
+    sessions = {info.id: info.session_id for info in await pool.list()}
+    assert sessions[taken.id] == "s1" and sorted(sessions.values()) == ["pool", "s1"]
+    await pool.close()
+
+
+async def test_the_pool_empties_after_the_idle_ttl_and_fills_again_on_demand() -> None:
+    backend = MemoryBackend()
+    pool = WarmPool(backend, 2, idle_ttl_s=0.3)
+    pool.prewarm([SPEC])
+    await until(lambda: pool.idle_count() == 2)
+    await until(lambda: pool.idle_count() == 0 and not backend.live, timeout_s=3)
+    await asyncio.sleep(0.2)
+    assert len(backend.started) == 2  # not refilled while nobody asks
+
+    taken = await pool.start(SPEC)
+    assert taken.spec.session_id == "s1"  # cold: the shelf was empty
+    await until(lambda: pool.idle_count() == 2)
+    await pool.close()
+
+
+async def test_close_removes_idle_and_handed_out_sandboxes() -> None:
+    backend = MemoryBackend(delay_s=0.05)
+    pool = WarmPool(backend, 3)
+    pool.prewarm([SPEC])
+    await until(lambda: pool.idle_count() >= 1)
+    taken = await pool.start(SPEC)
+    await pool.close()  # a refill may be half-way: it is cancelled
+    assert taken.closed and not backend.live and backend.closed
+    await asyncio.sleep(0.1)
+    assert not backend.live  # and nothing starts afterwards
+
+
+async def test_a_failed_refill_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "RETRY_FIRST_S", 0.01)
+    backend = MemoryBackend(failures=[SandboxStartError("engine busy")] * 3)
+    pool = WarmPool(backend, 2)
+    pool.prewarm([SPEC])
+    await until(lambda: pool.idle_count() == 2)
+    assert (await pool.start(SPEC)).spec.session_id == POOL_SESSION
+    await pool.close()
+
+
+async def test_a_missing_image_stops_refilling_and_fails_the_session() -> None:
+    backend = MemoryBackend()
+    backend.missing.add(SPEC.image)
+    pool = WarmPool(backend, 2)
+    pool.prewarm([SPEC])
+    await asyncio.sleep(0.1)
+    assert pool.idle_count() == 0 and backend.attempts == 1  # tried once, then stopped
+    with pytest.raises(ImageNotFound):
+        await pool.start(SPEC)  # the session's own start says so
+    backend.missing.clear()  # built meanwhile: the next demand fills the pool again
+    assert (await pool.start(SPEC)).alive
+    await until(lambda: pool.idle_count() == 2)
+    await pool.close()
+
+
+async def test_a_pooled_sandbox_that_died_is_not_handed_out() -> None:
+    backend = MemoryBackend()
+    pool = WarmPool(backend, 1)
+    pool.prewarm([SPEC])
+    await until(lambda: pool.idle_count() == 1)
+    [dead] = backend.started
+    dead.closed = True  # killed while idle
+    taken = await pool.start(SPEC)
+    assert taken is not dead and taken.alive
+    await pool.close()
+
+
+async def test_refills_run_one_at_a_time_over_all_shelves() -> None:
+    backend = MemoryBackend(delay_s=0.05)
+    running = 0
+    peak = 0
+    real_start = backend.start
+
+    async def counting_start(spec: SandboxSpec) -> MemorySandbox:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            return await real_start(spec)
+        finally:
+            running -= 1
+
+    backend.start = counting_start  # type: ignore[method-assign]
+    pool = WarmPool(backend, 3)
+    pool.prewarm([SPEC, SPEC.model_copy(update={"image": "other"})])
+    await until(lambda: pool.idle_count() == 6)
+    assert peak == 1
+    await pool.close()
