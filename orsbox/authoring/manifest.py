@@ -64,7 +64,9 @@ class LimitsConfig(_Strict):
     timeout_s: float = Field(default=EXEC_TIMEOUT_S, gt=0, description="per tool call")
     max_timeout_s: float = Field(default=600.0, gt=0, description="largest an agent may ask")
     output_bytes: int = Field(default=OUTPUT_CAP_BYTES, gt=0, description="per tool call")
-    memory: int | str = Field(default="1g", description='bytes, or "512m", "2g" ...')
+    memory: int | str = Field(
+        default="1g", validate_default=True, description='bytes, or "512m", "2g" ...'
+    )
     cpus: float = Field(default=1.0, gt=0)
     pids: int = Field(default=512, gt=8)
     network: bool = False
@@ -139,8 +141,8 @@ class Manifest(_Strict):
     workdir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     splits: list[SplitConfig] = Field(min_length=1)
-    limits: LimitsConfig = LimitsConfig()
-    setup: SetupConfig = SetupConfig()
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    setup: SetupConfig = Field(default_factory=SetupConfig)
     grader: GraderConfig
 
     @field_validator("tools")
