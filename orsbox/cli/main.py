@@ -1,18 +1,28 @@
-"""`orsbox` — serve ORS environments (typer gives typed options and a helpful --help)."""
+"""`orsbox` — serve ORS environments (typer gives typed options and a helpful --help).
+
+One module per command; each imports what it needs only when it runs, so `--help`
+stays fast."""
 
 from __future__ import annotations
 
 import typer
 
 from orsbox import __version__
-from orsbox.cli import serve
+from orsbox.cli import build, doctor, gc, ps, run, serve
 
 app = typer.Typer(
     help="orsbox: a sandboxed, container-backed host for Open Reward Standard environments.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 app.command(name="serve")(serve.serve)
+app.command(name="build")(build.build)
+app.command(name="run")(run.run)
+app.command(name="doctor")(doctor.doctor)
+app.command(name="ps")(ps.ps)
+app.command(name="gc")(gc.gc)
 
 
 @app.command()

@@ -1,0 +1,193 @@
+"""`orsbox doctor`: can this machine run sandboxes, and what to do when it cannot.
+
+Three groups of checks, each answer with a fix: the Docker engine answers; the images
+the bundled environments need exist; and the engine enforces the limits orsbox sets
+(memory, pids, cpus, no network, an init process), proven by a tiny real container
+reading its own cgroup, not by trusting `docker info`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+from rich.console import Console
+
+out = Console(highlight=False)
+
+PROBE_MEMORY_BYTES = 64 * 1024**2
+PROBE_PIDS = 64
+PROBE_CPU_QUOTA = "50000"  # 0.5 cpus in a 100 ms period
+PROBE_TIMEOUT_S = 60
+PROBE = """
+if [ -f /sys/fs/cgroup/memory.max ]; then
+    echo "memory=$(cat /sys/fs/cgroup/memory.max)"
+    echo "swap=$(cat /sys/fs/cgroup/memory.swap.max 2>/dev/null || echo max)"
+    echo "pids=$(cat /sys/fs/cgroup/pids.max)"
+    echo "cpus=$(cut -d' ' -f1 /sys/fs/cgroup/cpu.max)"
+else
+    echo "memory=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"
+    echo "swap=$(cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes 2>/dev/null || echo max)"
+    echo "pids=$(cat /sys/fs/cgroup/pids/pids.max)"
+    echo "cpus=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us)"
+fi
+echo "network=$(ls /sys/class/net | tr '\\n' ' ')"
+echo "init=$(cat /proc/1/comm)"
+"""
+CGROUP_FIX = (
+    "enable the {what} cgroup controller (cgroup v2 needs it delegated to docker; on v1 "
+    "add {kernel} to the kernel command line) and restart dockerd"
+)
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def report(check: Check) -> None:
+    mark = "[green]ok  [/green]" if check.ok else "[red]FAIL[/red]"
+    out.print(f"{mark} {check.name}: {check.detail}")
+    if not check.ok and check.fix:
+        out.print(f"     [bold]fix:[/bold] {check.fix}")
+
+
+def engine_check() -> tuple[Check, Any]:
+    import docker
+
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = docker.from_env(timeout=20)
+        version = client.version()
+    except Exception as e:
+        fix = "start one with `bash scripts/start-docker.sh` (it installs docker.io if needed)"
+        if os.environ.get("DOCKER_HOST"):
+            fix += f", or unset DOCKER_HOST / point it at a running engine (it is {where})"
+        return Check("Docker engine", False, f"no Docker engine answers at {where}: {e}", fix), None
+    return Check("Docker engine", True, f"Docker {version.get('Version')} at {where}"), client
+
+
+def image_checks(client: Any) -> list[Check]:
+    from orsbox.bundle import bundled_targets, image_recipes, needed_images
+    from orsbox.sandbox.docker.images import image_exists
+    from orsbox.targets import resolve_targets
+
+    try:
+        wanted = needed_images(resolve_targets(bundled_targets()))
+        wanted = list(dict.fromkeys([*(r.tag for r in image_recipes()), *wanted]))
+    except Exception as e:
+        return [Check("bundled environments", False, str(e), "fix the manifest named above")]
+    checks = []
+    for tag in wanted:
+        ok = image_exists(client, tag)
+        detail = "present" if ok else "missing"
+        checks.append(Check(f"image {tag}", ok, detail, "run `orsbox build` (about 3 minutes)"))
+    return checks
+
+
+def probe(client: Any, image: str) -> tuple[dict[str, str], list[str]]:
+    """Run the probe under orsbox's limits; its readings and docker's warnings."""
+    api = client.api
+    host_config = api.create_host_config(
+        mem_limit=PROBE_MEMORY_BYTES,
+        memswap_limit=PROBE_MEMORY_BYTES,
+        pids_limit=PROBE_PIDS,
+        nano_cpus=500_000_000,
+        network_mode="none",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        init=True,
+    )
+    created = api.create_container(
+        image, ["bash", "-c", PROBE], host_config=host_config, labels={"orsbox.doctor": "1"}
+    )
+    try:
+        api.start(created["Id"])
+        api.wait(created["Id"], timeout=PROBE_TIMEOUT_S)
+        logs = api.logs(created["Id"]).decode(errors="replace")
+    finally:
+        api.remove_container(created["Id"], force=True)
+    readings = dict(line.split("=", 1) for line in logs.splitlines() if "=" in line)
+    return readings, list(created.get("Warnings") or [])
+
+
+def limit_checks(client: Any) -> list[Check]:
+    from orsbox.sandbox.docker.images import BASE_IMAGE, image_exists
+
+    if not image_exists(client, BASE_IMAGE):
+        return [
+            Check("limits", False, f"not probed: {BASE_IMAGE} is missing", "run `orsbox build`")
+        ]
+    try:
+        readings, warnings = probe(client, BASE_IMAGE)
+    except Exception as e:
+        return [Check("limits", False, f"the probe container failed: {e}", "see docker's message")]
+    checks = [
+        _limit(
+            "memory limit",
+            readings.get("memory"),
+            str(PROBE_MEMORY_BYTES),
+            "memory",
+            "cgroup_enable=memory",
+        ),
+        _limit("swap limit (memory + swap)", readings.get("swap"), None, "memory", "swapaccount=1"),
+        _limit("pids limit", readings.get("pids"), str(PROBE_PIDS), "pids", "cgroup_enable=pids"),
+        _limit("cpu limit", readings.get("cpus"), PROBE_CPU_QUOTA, "cpu", "CONFIG_CFS_BANDWIDTH"),
+    ]
+    network = (readings.get("network") or "").split()
+    checks.append(
+        Check(
+            "no network",
+            network == ["lo"],
+            f"interfaces: {' '.join(network) or 'none'}",
+            "docker must support network_mode=none",
+        )
+    )
+    init_ok = readings.get("init") in ("docker-init", "tini")
+    checks.append(
+        Check(
+            "init process",
+            init_ok,
+            f"PID 1 is {readings.get('init')}",
+            "install tini / docker-init (Debian: apt-get install tini) and restart dockerd",
+        )
+    )
+    checks += [Check("docker warning", False, w, "see the warning") for w in warnings]
+    return checks
+
+
+def _limit(name: str, seen: str | None, expected: str | None, what: str, kernel: str) -> Check:
+    # swap: any finite number means memory + swap is bounded
+    ok = bool(seen and seen.isdigit()) if expected is None else seen == expected
+    detail = (
+        f"enforced ({seen})"
+        if ok
+        else f"not enforced (read {seen!r}, wanted {expected or 'a bound'})"
+    )
+    return Check(name, ok, detail, CGROUP_FIX.format(what=what, kernel=kernel))
+
+
+def doctor() -> None:
+    """Check that this machine can run orsbox sandboxes.
+
+    The Docker engine answers, the images exist, and memory, pids, cpu and network
+    limits are enforced (a tiny container reads its own cgroup). Prints a fix for
+    each failure; exit code 1 when anything failed."""
+    engine, client = engine_check()
+    checks = [engine]
+    report(engine)
+    if client is not None:
+        for check in [*image_checks(client), *limit_checks(client)]:
+            report(check)
+            checks.append(check)
+    failed = [c for c in checks if not c.ok]
+    out.print(
+        f"\n{len(checks) - len(failed)} ok, {len(failed)} failed" if failed else "\nAll good."
+    )
+    if failed:
+        raise typer.Exit(1)

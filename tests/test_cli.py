@@ -1,0 +1,51 @@
+"""The command line where no Docker engine is needed: clear errors for a stopped engine,
+a broken manifest and a broken actions file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.servers import ROOT
+
+
+def orsbox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orsbox.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300", **(env or {})},
+    )
+
+
+def test_doctor_reports_a_stopped_engine() -> None:
+    done = orsbox("doctor", env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
+    assert done.returncode == 1
+    assert "FAIL Docker engine: no Docker engine answers at tcp://127.0.0.1:9" in done.stdout
+    assert "bash scripts/start-docker.sh" in done.stdout and "DOCKER_HOST" in done.stdout
+
+
+def test_serve_names_the_broken_manifest(tmp_path: Path) -> None:
+    (tmp_path / "orsbox.toml").write_text('name = "x"\nprompt = "p"\ntools = ["bsh"]\n')
+    done = orsbox("serve", str(tmp_path))
+    assert done.returncode == 2
+    assert "orsbox.toml" in done.stderr and "unknown tool 'bsh'" in done.stderr
+
+
+def test_run_names_the_bad_actions_line(tmp_path: Path) -> None:
+    actions = tmp_path / "actions.jsonl"
+    actions.write_text('{"name": "submit", "input": {"answer": "7"}}\n{"input": {}}\n')
+    done = orsbox("run", "math", "--actions", str(actions))
+    assert done.returncode == 2
+    assert "actions.jsonl:2" in done.stderr
+
+
+def test_run_plays_a_python_environment_in_process() -> None:
+    done = orsbox("run", "math", "--actions", "environments/math/examples/train-0-wrong.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert "muffins" in done.stdout and "Incorrect. The answer was 7." in done.stdout
+    assert done.stdout.rstrip().endswith("final reward: 0.0  finished: true")
