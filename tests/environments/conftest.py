@@ -1,0 +1,62 @@
+"""The bundled environments, served as the README's quick start serves them, and
+helpers to play their example episodes. Every test here needs Docker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import ROOT, LiveServer, start_server
+
+ENVIRONMENTS = ROOT / "environments"
+BUILD_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/environments" in str(item.fspath):
+            item.add_marker(pytest.mark.docker)
+
+
+def orsbox(*args: str, timeout: float = 300, **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run the `orsbox` command line as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "orsbox.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def example(env: str, name: str) -> Path:
+    """An example action file: environments/<env>/examples/<name>.jsonl."""
+    return ENVIRONMENTS / env / "examples" / f"{name}.jsonl"
+
+
+@pytest.fixture(scope="session")
+def bundled_images(base_image: str) -> None:
+    """Every image the bundled environments need (scripts/test.sh builds them first;
+    this builds what is missing when the tests run alone)."""
+    done = orsbox("build", "--missing-only", timeout=BUILD_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def bundled_server(
+    tmp_path_factory: pytest.TempPathFactory, bundled_images: None
+) -> Iterator[LiveServer]:
+    """`orsbox serve` with no argument: every bundled environment."""
+    server_id = f"test-{uuid.uuid4().hex[:12]}"
+    server = start_server(
+        [], tmp_path_factory.mktemp("bundled"), server_id=server_id, setup_wait_s=60
+    )
+    server.server_id = server_id
+    yield server
+    server.stop()

@@ -1,0 +1,60 @@
+"""The four bundled environments, served by `orsbox serve` with no argument: a correct
+and a wrong episode each, through the ors-sdk client and through `orsbox run`."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from ors.client import ORS
+
+from tests.environments.conftest import example, orsbox
+from tests.servers import LiveServer
+
+# (environment, example file, expected reward); every example plays train[0]
+EPISODES = [
+    (env, f"train-0-{kind}", reward)
+    for env in ("math", "coding", "swe", "terminal")
+    for kind, reward in (("correct", 1.0), ("wrong", 0.0))
+]
+
+
+def test_all_four_are_served(bundled_server: LiveServer) -> None:
+    names = httpx.get(f"{bundled_server.url}/list_environments", timeout=10).json()
+    assert names == ["coding", "math", "swe", "terminal"]
+
+
+@pytest.mark.parametrize(("env", "actions", "reward"), EPISODES)
+def test_episode_through_the_ors_sdk_client(
+    bundled_server: LiveServer, env: str, actions: str, reward: float
+) -> None:
+    calls = [json.loads(line) for line in example(env, actions).read_text().splitlines()]
+    with ORS(base_url=bundled_server.url) as client:
+        environment = client.environment(env)
+        task = environment.list_tasks("train")[0]
+        with environment.session(task=task) as session:
+            assert session.get_prompt()[0].text
+            for call in calls:
+                result = session.call_tool(call["name"], call["input"])
+    assert (result.reward, result.finished) == (reward, True)
+
+
+@pytest.mark.parametrize(("env", "actions", "reward"), EPISODES)
+def test_orsbox_run_against_a_server(
+    bundled_server: LiveServer, env: str, actions: str, reward: float
+) -> None:
+    done = orsbox(
+        "run", env, "--split", "train", "--index", "0",
+        "--actions", str(example(env, actions)), "--url", bundled_server.url,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith(f"final reward: {reward}  finished: true")
+    assert "prompt" in done.stdout and "call 1:" in done.stdout
+
+
+@pytest.mark.parametrize("env", ["math", "coding", "swe", "terminal"])
+def test_orsbox_run_in_process(bundled_images: None, env: str) -> None:
+    done = orsbox("run", env, "--actions", str(example(env, "train-0-correct")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("final reward: 1.0  finished: true")

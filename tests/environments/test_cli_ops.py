@@ -1,0 +1,74 @@
+"""`orsbox doctor`, `ps` and `gc` against the real engine."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from orsbox.sandbox.docker import labels as L
+from tests.environments.conftest import orsbox
+
+
+def test_doctor_finds_everything_in_order(bundled_images: None) -> None:
+    done = orsbox("doctor")
+    assert done.returncode == 0, done.stdout
+    for line in (
+        "Docker engine",
+        "image orsbox/swe:latest: present",
+        "memory limit: enforced",
+        "pids limit: enforced",
+        "cpu limit: enforced",
+        "no network: interfaces: lo",
+    ):
+        assert line in done.stdout
+    assert done.stdout.rstrip().endswith("All good.")
+
+
+def owned_by(pid: int, start: str) -> dict[str, str]:
+    return {
+        L.ORSBOX: "1",
+        L.SERVER: f"test-gc-{uuid.uuid4().hex[:8]}",
+        L.SESSION: "s",
+        L.HOST: socket.gethostname(),
+        L.PID: str(pid),
+        L.PID_START: start,
+        "orsbox.environment": "gc-test",
+    }
+
+
+@pytest.fixture
+def leftovers(docker_client: docker.DockerClient, base_image: str) -> Iterator[dict[str, str]]:
+    """Two sandboxes-to-be: one whose owner died, one whose owner (this process) runs."""
+    me = os.getpid()
+    made = {
+        "dead": docker_client.containers.create(
+            base_image, ["sleep", "infinity"], labels=owned_by(2**22 + 17, "1")
+        ),
+        "alive": docker_client.containers.create(
+            base_image, ["sleep", "infinity"], labels=owned_by(me, L.process_start_time(me) or "")
+        ),
+    }
+    yield {state: c.name for state, c in made.items()}
+    for container in made.values():
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
+
+
+def test_ps_and_gc(leftovers: dict[str, str], docker_client: docker.DockerClient) -> None:
+    listing = orsbox("ps", env={**os.environ, "COLUMNS": "250"}).stdout
+    for state, name in leftovers.items():
+        line = next(line for line in listing.splitlines() if name in line)
+        assert "gc-test" in line and state in line
+
+    done = orsbox("gc")
+    assert done.returncode == 0, done.stderr
+    assert f"removed {leftovers['dead']} (owner dead)" in done.stdout
+    assert leftovers["alive"] not in done.stdout and "--all removes them" in done.stdout
+    names = {c.name for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})}
+    assert leftovers["dead"] not in names and leftovers["alive"] in names
