@@ -14,8 +14,11 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY orsbox ./orsbox
 COPY environments ./environments
+COPY images ./images
 RUN python3 -m pip install --no-cache-dir . \
     && useradd --system --home /app orsbox
 ENV ORSBOX_HOST=0.0.0.0 ORSBOX_PORT=8080
 EXPOSE 8080
-CMD ["orsbox", "serve", "environments/math/environment.py"]
+# Serves the bundled environments. Build their sandbox images on the host first
+# (`orsbox build`): this image has no mmdebstrap to make the local Debian base.
+CMD ["orsbox", "serve"]

@@ -26,22 +26,29 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 BASE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE\s*=\s*(\S+)", re.MULTILINE)
 
 
-def environments_dir() -> Path:
-    """`$ORSBOX_ENVIRONMENTS`, else the checkout's `environments/`, else ./environments."""
-    configured = os.environ.get("ORSBOX_ENVIRONMENTS")
-    if configured:
-        return Path(configured)
-    for candidate in (CHECKOUT / "environments", Path.cwd() / "environments"):
+def _shipped(folder: str) -> Path | None:
+    """The checkout's `folder` (an editable install), else one in the current folder
+    (an installed package run from a copy of the repository, as the server image is)."""
+    for candidate in (CHECKOUT / folder, Path.cwd() / folder):
         if candidate.is_dir():
             return candidate
-    raise ManifestError(
-        "cannot find the bundled environments (no environments/ folder beside orsbox or in "
-        "the current folder); name environments explicitly, or set ORSBOX_ENVIRONMENTS"
-    )
+    return None
 
 
-def images_dir() -> Path:
-    return CHECKOUT / "images"
+def environments_dir() -> Path:
+    """`$ORSBOX_ENVIRONMENTS`, else the shipped `environments/`."""
+    configured = os.environ.get("ORSBOX_ENVIRONMENTS")
+    found = Path(configured) if configured else _shipped("environments")
+    if found is None:
+        raise ManifestError(
+            "cannot find the bundled environments (no environments/ folder beside orsbox or "
+            "in the current folder); name environments explicitly, or set ORSBOX_ENVIRONMENTS"
+        )
+    return found
+
+
+def images_dir() -> Path | None:
+    return _shipped("images")
 
 
 def bundled_targets() -> list[str]:
@@ -86,7 +93,8 @@ def folder_recipe(folder: Path) -> ImageRecipe:
 
 def image_recipes() -> list[ImageRecipe]:
     """Every image in images/."""
-    folders = sorted(p for p in images_dir().glob("*") if (p / "Dockerfile").is_file())
+    root = images_dir()
+    folders = sorted(p for p in root.glob("*") if (p / "Dockerfile").is_file()) if root else []
     return [folder_recipe(folder) for folder in folders]
 
 

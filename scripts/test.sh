@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (the README's, and what CI runs): installs what the tests
-# need on a fresh Debian 12 machine, starts a Docker engine, builds the sandbox image,
+# need on a fresh Debian 12 machine, starts a Docker engine, builds every sandbox image
+# (orsbox/base, orsbox/swe and the bundled environments' own, through `orsbox build`),
 # then runs ruff and the whole pytest suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

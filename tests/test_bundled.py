@@ -1,4 +1,5 @@
-"""The bundled environments, served exactly as the README's quick start does."""
+"""The bundled Python environment (math), served from its file without Docker; all four
+bundled environments are played through `orsbox serve` in tests/environments."""
 
 from __future__ import annotations
 
