@@ -29,6 +29,7 @@ from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
 from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
+from orsbox.server.openapi import install_openapi
 from orsbox.server.policy import check_policy
 from orsbox.server.routes import calls, catalog, sessions
 from orsbox.server.secrets import install_log_redaction
@@ -81,6 +82,7 @@ def create_app(
     install_error_handlers(app)
     for module in (catalog, sessions, calls):
         app.include_router(module.router)
+    install_openapi(app, cat.names, token_required=settings.token is not None)
     app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.token is not None:  # outermost: nothing runs for a request without it

@@ -42,6 +42,8 @@ class EventStreamResponse(Response):
     A `Response` only so FastAPI passes it through untouched; none of the base class's
     body handling is used."""
 
+    media_type = "text/event-stream"  # what the OpenAPI schema declares for routes using it
+
     def __init__(
         self,
         first: Sequence[Event],

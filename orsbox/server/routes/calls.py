@@ -17,6 +17,7 @@ from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import ToolCall
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse
+from orsbox.server.openapi import SSE, errors
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.server.sessions import Session
 
@@ -41,7 +42,12 @@ async def run_call(session: Session, call: ToolCall) -> list[Event]:
         session.touch()
 
 
-@router.post("/{env_name}/call")
+@router.post(
+    "/{env_name}/call",
+    response_class=EventStreamResponse,
+    status_code=200,
+    responses={**SSE, **errors(400, 404, 410, 413, 500, 503)},
+)
 async def call(
     env_name: str,
     body: ToolCall,

@@ -18,6 +18,7 @@ from orsbox.protocol.types import (
     TasksAnswer,
 )
 from orsbox.server.deps import CatalogDep
+from orsbox.server.openapi import errors
 
 router = APIRouter()
 
@@ -38,37 +39,37 @@ async def list_environments(catalog: CatalogDep) -> list[str]:
     return catalog.names
 
 
-@router.get("/{env_name}/tools")
+@router.get("/{env_name}/tools", responses=errors(404))
 async def tools(env_name: str, catalog: CatalogDep) -> ListToolsOutput:
     _, env_cls = catalog.get(env_name)
     return env_cls.list_tools()
 
 
-@router.get("/{env_name}/splits")
+@router.get("/{env_name}/splits", responses=errors(404))
 async def splits(env_name: str, catalog: CatalogDep) -> list[Split]:
     _, env_cls = catalog.get(env_name)
     return await catalog.splits(env_cls)
 
 
-@router.post("/{env_name}/tasks")
+@router.post("/{env_name}/tasks", responses=errors(400, 404, 413))
 async def tasks(env_name: str, body: ListTasks, catalog: CatalogDep) -> TasksAnswer:
     name, env_cls = catalog.get(env_name)
     return TasksAnswer(tasks=await catalog.tasks(env_cls, body.split), env_name=name)
 
 
-@router.post("/{env_name}/num_tasks")
+@router.post("/{env_name}/num_tasks", responses=errors(400, 404, 413))
 async def num_tasks(env_name: str, body: NumTasks, catalog: CatalogDep) -> NumTasksAnswer:
     _, env_cls = catalog.get(env_name)
     return NumTasksAnswer(num_tasks=await catalog.num_tasks(env_cls, body.split))
 
 
-@router.post("/{env_name}/task")
+@router.post("/{env_name}/task", responses=errors(400, 404, 413))
 async def task(env_name: str, body: GetTask, catalog: CatalogDep) -> TaskAnswer:
     name, env_cls = catalog.get(env_name)
     return TaskAnswer(task=await catalog.task(env_cls, body.split, body.index), env_name=name)
 
 
-@router.post("/{env_name}/task_range")
+@router.post("/{env_name}/task_range", responses=errors(400, 404, 413))
 async def task_range(env_name: str, body: GetTaskRange, catalog: CatalogDep) -> TasksAnswer:
     name, env_cls = catalog.get(env_name)
     found = await catalog.task_range(env_cls, body.split, body.start, body.stop)

@@ -13,12 +13,14 @@ from orsbox.errors import BadRequest
 from orsbox.protocol.types import Blocks, CreateSession, ListToolsOutput, SessionId, Status
 from orsbox.server.deps import CatalogDep, SessionIdDep, SessionsDep
 from orsbox.server.event_stream import EventStreamResponse
+from orsbox.server.openapi import SSE, errors
 from orsbox.server.secrets import merge_secrets
 
 router = APIRouter()
+SESSION_ERRORS = errors(400, 404, 410, 500, 503)  # no session, deleted, setup failed/running
 
 
-@router.post("/create_session", response_model=SessionId)
+@router.post("/create_session", response_model=SessionId, responses={**SSE, **errors(413)})
 async def create_session(request: Request) -> JSONResponse | EventStreamResponse:
     """A fresh session id: SSE (`task_id`, then `end` with `{"sid": ...}`) for clients
     that accept `text/event-stream`, plain JSON otherwise."""
@@ -33,7 +35,11 @@ async def create_session(request: Request) -> JSONResponse | EventStreamResponse
     return EventStreamResponse(events, None, 0)
 
 
-@router.post("/create")
+@router.post(
+    "/create",
+    responses=errors(400, 404, 413, 503),
+    openapi_extra={"requestBody": {"required": True}},
+)
 async def create(
     sid: SessionIdDep,
     catalog: CatalogDep,
@@ -56,26 +62,26 @@ async def create(
     return SessionId(sid=sid)
 
 
-@router.post("/ping")
+@router.post("/ping", responses=errors(400, 404, 410, 413, 500))
 async def ping(sid: SessionIdDep, sessions: SessionsDep) -> Status:
     sessions.check_not_failed(sessions.get(sid))
     return Status(status="ok")
 
 
-@router.post("/delete")
+@router.post("/delete", responses=errors(400, 413))
 async def delete(sid: SessionIdDep, sessions: SessionsDep) -> SessionId:
     """Idempotent: 200 for any id, so client cleanup never masks an earlier error."""
     await sessions.delete(sid)
     return SessionId(sid=sid)
 
 
-@router.post("/delete_session")
+@router.post("/delete_session", responses=errors(400, 413))
 async def delete_session(sid: SessionIdDep, sessions: SessionsDep) -> SessionId:
     await sessions.delete(sid)
     return SessionId(sid=sid)
 
 
-@router.get("/{env_name}/prompt")
+@router.get("/{env_name}/prompt", responses=SESSION_ERRORS)
 async def prompt(
     env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
 ) -> Blocks:
@@ -86,7 +92,7 @@ async def prompt(
     return await call_user(env.get_prompt)
 
 
-@router.get("/{env_name}/task_tools")
+@router.get("/{env_name}/task_tools", responses=SESSION_ERRORS)
 async def task_tools(
     env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
 ) -> ListToolsOutput:
