@@ -27,6 +27,7 @@ from orsbox.sandbox.pool import WarmPool
 from orsbox.server.access import TokenMiddleware
 from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
+from orsbox.server.fast_path import CallFastPath
 from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
 from orsbox.server.openapi import install_openapi
@@ -83,6 +84,9 @@ def create_app(
     for module in (catalog, sessions, calls):
         app.include_router(module.router)
     install_openapi(app, cat.names, token_required=settings.token is not None)
+    app.add_middleware(
+        CallFastPath, catalog=cat, sessions=manager, calls=registry, settings=settings
+    )  # innermost: every other middleware runs first
     app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.token is not None:  # outermost: nothing runs for a request without it
