@@ -51,9 +51,12 @@ def image_exists(client: docker.DockerClient, tag: str) -> bool:
 
 
 def build_hint(image: str) -> str:
-    if image.startswith("orsbox/"):
+    if image == BASE_IMAGE:
         return "build it with `orsbox build` (or `bash scripts/build-images.sh`)"
-    return f"build it with `docker build -t {image} <folder with its Dockerfile>`"
+    return (
+        f"build it with `docker build -t {image} <folder with its Dockerfile>`, or with "
+        "`orsbox build` when it is one of orsbox's images or an environment's [build] image"
+    )
 
 
 def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog) -> float:
