@@ -58,7 +58,11 @@ class SandboxLimits(BaseModel):
     pids: int = Field(default=512, gt=8, description="max processes/threads")
     network: bool = Field(default=False, description="False: only a loopback interface")
     disk_bytes: int | None = Field(
-        default=None, description="bound on writable layer, if supported"
+        default=None,
+        gt=0,
+        description="bound on what the sandbox writes: each writable folder (working "
+        "directory, home, /tmp, /var/tmp) holds at most this much, the rest of the root "
+        "filesystem is read-only; these folders live in memory, within memory_bytes",
     )
     cap_add: tuple[str, ...] = ()
     read_only_root: bool = False

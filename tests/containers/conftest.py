@@ -72,10 +72,12 @@ def open_episode(server: LiveServer, env: str = "sandboxed", **task: Any) -> Epi
     return Episode(server, sid, env)
 
 
-def start_container_server(tmp_path: Path, **settings: Any) -> LiveServer:
+def start_container_server(
+    tmp_path: Path, targets: list[str] | None = None, **settings: Any
+) -> LiveServer:
     """A server with a known id, so its containers can be told from any others."""
     server_id = f"{TEST_SERVER_PREFIX}{uuid.uuid4().hex[:12]}"
-    server = start_server(CONTAINER_ENVS, tmp_path, server_id=server_id, **settings)
+    server = start_server(targets or CONTAINER_ENVS, tmp_path, server_id=server_id, **settings)
     server.server_id = server_id
     return server
 

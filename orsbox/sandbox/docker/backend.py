@@ -3,7 +3,8 @@
 Start is: create (a missing image answers there, so there is no separate look-up),
 start, attach the agent (one `docker exec` for the sandbox's whole life), say hello. A
 start that fails or is cancelled half-way removes its container before raising, so
-nothing is left behind.
+nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
+before the create and filled with the image's content after the hello (`disk.py`).
 
 At most `start_concurrency` starts run at once; the rest wait their turn in arrival
 order. A start is mostly engine and kernel work (runc, namespaces, cgroups), so on a
@@ -33,6 +34,7 @@ from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed
+from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.options import container_name, container_options
@@ -88,6 +90,7 @@ class DockerBackend(SandboxBackend):
         self._run_options = dict(run_options or {})
         self._sandboxes: dict[str, DockerSandbox] = {}
         self._start_slots = anyio.Semaphore(start_concurrency)
+        self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
 
     # -- start
 
@@ -103,20 +106,36 @@ class DockerBackend(SandboxBackend):
     async def _start(self, spec: SandboxSpec) -> DockerSandbox:
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
-        options = container_options(spec, name, labels, self._run_options)
         try:
+            disk = await self._disk_plan(spec)
+            tmpfs = disk.tmpfs() if disk else None
+            options = container_options(spec, name, labels, self._run_options, tmpfs=tmpfs)
             with anyio.CancelScope(shield=True):  # a cancelled create would lose the id
                 container_id = await self.engine.create(options)
         except ImageNotFound:
             raise ImageNotFound(
                 f"image {spec.image!r} not found; {build_hint(spec.image)}"
             ) from None
+        sandbox: DockerSandbox | None = None
         try:
-            return await self._start_created(container_id, name)
+            if disk is not None:
+                disk = await self._disk.fill_large(disk, container_id)
+            sandbox = await self._start_created(container_id, name)
+            if disk is not None:
+                await seed(sandbox, disk)
+            return sandbox
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._remove_quietly(container_id)
+                if sandbox is not None:
+                    await self._close_quietly(sandbox)
+                else:
+                    await self._remove_quietly(container_id)
             raise
+
+    async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
+        if spec.limits.disk_bytes is None:
+            return None
+        return await self._disk.plan(spec, spec.limits.disk_bytes)
 
     async def _start_created(self, container_id: str, name: str) -> DockerSandbox:
         await self.engine.start(container_id)
@@ -209,6 +228,13 @@ class DockerBackend(SandboxBackend):
         except SandboxError as e:
             return str(e)
         return None
+
+
+async def seed(sandbox: DockerSandbox, disk: DiskPlan) -> None:
+    """Copy the image's content into the sandbox's bounded folders (see `disk.py`)."""
+    for folder in disk.folders:
+        if folder.content is not None:
+            await sandbox.unpack(folder.content, folder.path, user=disk.owner(folder))
 
 
 def to_info(container: dict[str, Any]) -> SandboxInfo:

@@ -107,6 +107,31 @@ class Engine:
 
         return await self.run(f"create container for {options.get('image')}", create)
 
+    async def inspect_image(self, image: str) -> dict[str, Any]:
+        return await self.run(f"inspect image {image}", self.client.api.inspect_image, image)
+
+    async def get_archive(
+        self, container_id: str, path: str, max_bytes: int | None = None
+    ) -> bytes | None:
+        """A tar of `path` in the container (from its image while it is not started);
+        None when there is no such path. With `max_bytes`, reading stops once more than
+        that has arrived: a longer answer means "too large", cut anywhere."""
+
+        def read() -> bytes | None:
+            try:
+                chunks, _ = self.client.api.get_archive(container_id, path)
+            except docker.errors.NotFound:
+                return None
+            data = bytearray()
+            for chunk in chunks:
+                data += chunk
+                if max_bytes is not None and len(data) > max_bytes:
+                    chunks.close()
+                    break
+            return bytes(data)
+
+        return await self.run(f"read {path} from container", read)
+
     async def start(self, container_id: str) -> None:
         await self.run("start container", self.client.api.start, container_id)
 

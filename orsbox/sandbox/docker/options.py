@@ -7,19 +7,17 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
     sent from inside the container to a PID 1 without a handler);
   - `auto_remove`: a container that exits disappears, whoever stopped it;
   - no network unless asked (only a loopback interface), memory limit without swap,
-    cpu and pids limits, every capability dropped, no privilege gain through setuid.
+    cpu and pids limits, every capability dropped, no privilege gain through setuid;
+  - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import secrets
 from typing import Any
 
 from orsbox.sandbox.base import SandboxSpec
-
-log = logging.getLogger("orsbox.sandbox.docker")
 
 DEFAULT_COMMAND = ["sleep", "infinity"]
 
@@ -31,8 +29,15 @@ def container_name(session_id: str) -> str:
 
 
 def container_options(
-    spec: SandboxSpec, name: str, labels: dict[str, str], overrides: dict[str, Any]
+    spec: SandboxSpec,
+    name: str,
+    labels: dict[str, str],
+    overrides: dict[str, Any],
+    *,
+    tmpfs: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """`tmpfs` (the bounded folders of a sandbox with `disk_bytes`, see `disk.py`) makes
+    the root filesystem read-only."""
     limits = spec.limits
     options: dict[str, Any] = {
         "image": spec.image,
@@ -53,12 +58,8 @@ def container_options(
         "environment": dict(spec.env),
         "user": spec.user or None,
         "working_dir": spec.workdir or None,
-        "read_only": limits.read_only_root,
-        "tmpfs": {"/tmp": "", "/run": ""} if limits.read_only_root else None,
+        "read_only": limits.read_only_root or tmpfs is not None,
+        "tmpfs": tmpfs or ({"/tmp": "", "/run": ""} if limits.read_only_root else None),
     }
-    if limits.disk_bytes is not None:
-        # Docker only enforces `storage_opt size` on overlay2 over xfs with pquota, and
-        # fails the start elsewhere; opt in with run_options={"storage_opt": {...}}.
-        log.warning("disk_bytes=%d is not enforced by the docker backend", limits.disk_bytes)
     options.update(overrides)
     return {key: value for key, value in options.items() if value is not None}

@@ -123,7 +123,15 @@ class DockerSandbox(Sandbox):
 
     async def copy_in(self, local_dir: Path, sandbox_dir: str) -> None:
         archive = await anyio.to_thread.run_sync(tar_folder, Path(local_dir))
-        await self._call({"op": "untar", "path": sandbox_dir}, archive, FILE_OP_TIMEOUT_S)
+        await self.unpack(archive, sandbox_dir)
+
+    async def unpack(self, archive: bytes, sandbox_dir: str, *, user: str | None = None) -> None:
+        """Unpack a tar into `sandbox_dir`, as `user` (default: the sandbox's own)."""
+        request = {"op": "untar", "path": sandbox_dir}
+        if user is None:
+            await self._call(request, archive, FILE_OP_TIMEOUT_S)
+        else:
+            await self._call_as(user, request, archive, FILE_OP_TIMEOUT_S)
 
     async def close(self) -> None:
         async with self._close_lock:

@@ -1,0 +1,34 @@
+"""The adversarial suite: hostile agents, hostile clients and faults, against a real
+server and a real Docker engine. `tests/adversarial/__init__.py` lists every item and
+the test that covers it (some live elsewhere, where they were first written).
+
+Tests marked `disruptive` stop the Docker engine itself; they run after everything else
+in the session, so no other test's containers are in the way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from tests.containers.conftest import labelled, start_container_server
+from tests.servers import LiveServer
+
+HOSTILE_ENVS = ["tests/adversarial/envs.py:Hostile", "tests/adversarial/envs.py:Seeded"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
+
+
+@pytest.fixture(scope="module")
+def hostile_server(
+    tmp_path_factory: pytest.TempPathFactory, base_image: str, docker_client: docker.DockerClient
+) -> Iterator[LiveServer]:
+    server = start_container_server(
+        tmp_path_factory.mktemp("hostile"), HOSTILE_ENVS, setup_wait_s=60
+    )
+    yield server
+    server.stop()
+    assert not labelled(docker_client, **{"orsbox.server": server.server_id})
