@@ -103,7 +103,8 @@ class ContainerEnvironment(Environment):
         self._sandbox = await self._backend().start(self.sandbox_spec())
         for host_dir, sandbox_dir in self.task_files().items():
             await self._sandbox.copy_in(Path(host_dir), sandbox_dir)
-        await call_user(self.prepare)
+        if type(self).prepare is not ContainerEnvironment.prepare:  # no thread hop for a no-op
+            await call_user(self.prepare)
 
     def prepare(self) -> None:
         """Hook run after the sandbox started and task files were copied (may be async)."""
