@@ -1,0 +1,95 @@
+"""`python -m bench [--quick] [--parts a,b]`: the whole suite, one table, one JSON file.
+
+Every figure is measured in the same run as its baseline (see each part's docstring),
+because absolute timings drift on a shared machine. The JSON (in bench/results/) holds
+every figure, the raw distributions, and the load average around each part."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import burst, create, flood, idle, protocol, roundtrip, throughput
+from bench.harness import Bench, load
+from bench.stats import Row, as_json, table
+
+PARTS = {
+    "roundtrip": roundtrip,
+    "protocol": protocol,
+    "throughput": throughput,
+    "create": create,
+    "burst": burst,
+    "idle": idle,
+    "flood": flood,
+}
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, object]:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": commit.stdout.strip(),
+    }
+
+
+async def run_parts(bench: Bench, names: list[str]) -> list[Row]:
+    rows: list[Row] = []
+    bench.raw["load"] = {}
+    try:
+        for name in names:
+            before, started = load(), time.monotonic()
+            print(f"-- {name} (load {before})", file=sys.stderr, flush=True)
+            rows += await PARTS[name].run(bench)
+            bench.raw["load"][name] = {
+                "before": before,
+                "after": load(),
+                "seconds": round(time.monotonic() - started, 1),
+            }
+    finally:
+        await bench.cleanup()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"from: {', '.join(PARTS)}")
+    args = parser.parse_args()
+    names = [n for n in args.parts.split(",") if n]
+    bench = Bench(quick=args.quick)
+    try:
+        import uvloop  # the client must not be the bottleneck
+
+        uvloop.install()
+    except ImportError:
+        pass
+    started = time.monotonic()
+    rows = asyncio.run(run_parts(bench, names))
+    print(table(rows))
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = RESULTS / f"bench-{stamp}.json"
+    report = {
+        "machine": machine(),
+        "quick": args.quick,
+        "rows": as_json(rows),
+        "seconds": round(time.monotonic() - started, 1),
+        **bench.raw,
+    }
+    out.write_text(json.dumps(report, indent=2, default=str))
+    print(f"\n{len(rows)} figures in {report['seconds']} s; load {load()}; written to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""A burst of 50 creates at once, each followed by one `echo hi` call: time to that
+call's answer (p50, p95) and failures; meanwhile `/health` is polled every 10 ms and an
+existing session calls `echo hi` back to back (their p99 says whether the server stays
+responsive). Baseline, same run: 50 `docker run` + first `docker exec` at once through
+the docker SDK, with no bound on concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from bench import servers
+from bench.client import Connection
+from bench.harness import BENCH_LABEL, Bench, Session, open_session
+from bench.stats import Row, ms, summary
+
+
+async def one_create(server: servers.BenchServer) -> tuple[float | None, Session | None]:
+    started = time.perf_counter()
+    try:
+        session = await open_session(server.url, "shell")
+        assert await session.bash("echo hi") == "hi\n"
+    except Exception as e:  # counted as a failure, and said why
+        print(f"   burst create failed: {e}")
+        return None, None
+    return (time.perf_counter() - started) * 1000, session
+
+
+async def poll(
+    url: str, stop: asyncio.Event, samples: list[float], session: Session | None
+) -> None:
+    conn = await Connection.open(url)
+    try:
+        while not stop.is_set():
+            started = time.perf_counter()
+            if session is None:
+                assert (await conn.request("GET", "/health")).status == 200
+                await asyncio.sleep(0.01)
+            else:
+                await session.call("bash", command="echo hi")
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        await conn.close()
+
+
+def docker_burst(bench: Bench, n: int) -> list[float]:
+    def one(_: int) -> float:
+        started = time.perf_counter()
+        container = bench.docker.containers.run(
+            bench.image,
+            ["sleep", "infinity"],
+            detach=True,
+            init=True,
+            network_mode="none",
+            labels={BENCH_LABEL: bench.run_id},
+        )
+        container.exec_run(["true"])
+        return (time.perf_counter() - started) * 1000
+
+    with ThreadPoolExecutor(n) as pool:
+        samples = list(pool.map(one, range(n)))
+    with ThreadPoolExecutor(16) as pool:
+        list(
+            pool.map(
+                lambda c: c.remove(force=True), bench.containers(**{BENCH_LABEL: bench.run_id})
+            )
+        )
+    return samples
+
+
+async def run(bench: Bench) -> list[Row]:
+    n = bench.scale(50, 10)
+    server = bench.start_server("burst", ["Shell"], setup_wait_s=120)
+    existing = await open_session(server.url, "shell")
+    await existing.bash("echo ready")
+    stop, health, calls = asyncio.Event(), [], []
+    pollers = [
+        asyncio.create_task(poll(server.url, stop, health, None)),
+        asyncio.create_task(poll(server.url, stop, calls, existing)),
+    ]
+    try:
+        await asyncio.sleep(0.5)
+        outcomes = await asyncio.gather(*(one_create(server) for _ in range(n)))
+        stop.set()
+        await asyncio.gather(*pollers)
+        sessions = [s for _, s in outcomes if s is not None]
+        await asyncio.gather(*(s.delete() for s in [*sessions, existing]))
+    finally:
+        stop.set()
+        await bench.stop(server)
+    docker_ms = await asyncio.to_thread(docker_burst, bench, n)
+    return rows(bench, n, [t for t, _ in outcomes if t is not None], health, calls, docker_ms)
+
+
+def rows(
+    bench: Bench,
+    n: int,
+    times: list[float],
+    health: list[float],
+    calls: list[float],
+    docker_ms: list[float],
+) -> list[Row]:
+    t, h, c, d = summary(times), summary(health), summary(calls), summary(docker_ms)
+    bench.raw["burst"] = {
+        "creates": n,
+        "create_to_first_call_ms": t,
+        "health_ms": h,
+        "existing_session_call_ms": c,
+        "docker_run_exec_ms": d,
+    }
+    failures = n - len(times)
+    part = f"burst of {n}"
+    return [
+        Row(
+            part,
+            "create -> first call p50 / p95",
+            f"{ms(t['p50'])} / {ms(t['p95'])}",
+            f"docker run+exec {ms(d['p50'])} / {ms(d['p95'])}",
+            "p95 ≤ 5 s",
+            t["p95"] <= 5000,
+        ),
+        Row(part, "failures", f"{failures} of {n}", "", "0", failures == 0),
+        Row(part, "/health p99 meanwhile", ms(h["p99"]), "", "≤ 50 ms", h["p99"] <= 50),
+        Row(
+            part, "existing session's call p50 / p99 meanwhile", f"{ms(c['p50'])} / {ms(c['p99'])}"
+        ),
+    ]

@@ -1,0 +1,100 @@
+"""Benchmark servers in subprocesses on free loopback ports, stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process now."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class BenchServer:
+    kind: str
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    server_id: str = ""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss(self) -> int:
+        return rss_bytes(self.pid)
+
+    def stop(self) -> None:
+        """SIGTERM (graceful: sessions and containers are torn down), then SIGKILL."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(kind: str, envs: list[str], log_dir: Path, **settings: object) -> BenchServer:
+    """Start `python -m bench.serve kind port envs...`; return once /health answers."""
+    port = free_port()
+    env = dict(os.environ)
+    env.update({f"ORSBOX_{k.upper()}": str(v) for k, v in settings.items()})
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    log_path = log_dir / f"{kind}-{port}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.serve", kind, str(port), *envs],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = BenchServer(kind, f"http://127.0.0.1:{port}", process, log_path)
+    server.server_id = str(settings.get("server_id", ""))
+    _wait_healthy(server)
+    return server
+
+
+def _wait_healthy(server: BenchServer) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.kind} server exited:\n{server.log_path.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{server.url}/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError(f"{server.kind} server did not become healthy")
