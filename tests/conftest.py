@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -9,7 +10,8 @@ import docker
 import pytest
 
 from orsbox.sandbox.docker import BASE_IMAGE, ensure_base_image
-from tests.servers import LiveServer, start_server
+from orsbox.sandbox.docker import labels as L
+from tests.servers import STARTED_PIDS, LiveServer, start_server
 
 # The openreward client's PyPI update check is network traffic this machine cannot make.
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
@@ -63,14 +65,19 @@ def base_image(docker_client: docker.DockerClient) -> str:
 @pytest.fixture(autouse=True)
 def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
     """After every Docker test: no orsbox-labelled container it started may remain.
-    (Compared with a snapshot, so another run sharing the engine is not blamed.)"""
+    (Compared with a snapshot, so containers of a module's server are not blamed.)"""
     if request.node.get_closest_marker("docker") is None:
         yield
         return
     docker_client = request.getfixturevalue("docker_client")
 
     def labelled() -> set[str]:
-        return {c.id for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})}
+        """Containers owned by this test process or a server it started: other runs
+        sharing the engine start and remove theirs meanwhile. (The low-level list:
+        `containers.list` inspects each one, which races with those removals.)"""
+        ours = {str(pid) for pid in {os.getpid(), *STARTED_PIDS}}
+        containers = docker_client.api.containers(all=True, filters={"label": "orsbox=1"})
+        return {c["Id"] for c in containers if (c.get("Labels") or {}).get(L.PID) in ours}
 
     before = labelled()
     yield
@@ -78,5 +85,6 @@ def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
     while (left := labelled() - before) and time.monotonic() < deadline:
         time.sleep(0.2)
     for container_id in left:
-        docker_client.containers.get(container_id).remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_client.api.remove_container(container_id, force=True)
     assert not left, f"containers left behind: {sorted(left)}"

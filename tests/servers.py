@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+STARTED_PIDS: set[int] = set()  # servers this test run started (their sandboxes are ours)
 
 
 def free_port() -> int:
@@ -61,6 +62,7 @@ def start_server(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    STARTED_PIDS.add(process.pid)
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
