@@ -1,5 +1,6 @@
 """The four bundled environments, served by `orsbox serve` with no argument: a correct
-and a wrong episode each, through the ors-sdk client and through `orsbox run`."""
+episode each through the ors-sdk client, a correct and a wrong one through
+`orsbox run --url`, and a correct one through `orsbox run` in-process."""
 
 from __future__ import annotations
 
@@ -25,11 +26,10 @@ def test_all_four_are_served(bundled_server: LiveServer) -> None:
     assert names == ["coding", "math", "swe", "terminal"]
 
 
-@pytest.mark.parametrize(("env", "actions", "reward"), EPISODES)
-def test_episode_through_the_ors_sdk_client(
-    bundled_server: LiveServer, env: str, actions: str, reward: float
-) -> None:
-    calls = [json.loads(line) for line in example(env, actions).read_text().splitlines()]
+@pytest.mark.parametrize("env", ["math", "coding", "swe", "terminal"])
+def test_correct_episode_through_the_ors_sdk_client(bundled_server: LiveServer, env: str) -> None:
+    lines = example(env, "train-0-correct").read_text().splitlines()
+    calls = [json.loads(line) for line in lines]
     with ORS(base_url=bundled_server.url) as client:
         environment = client.environment(env)
         task = environment.list_tasks("train")[0]
@@ -37,7 +37,7 @@ def test_episode_through_the_ors_sdk_client(
             assert session.get_prompt()[0].text
             for call in calls:
                 result = session.call_tool(call["name"], call["input"])
-    assert (result.reward, result.finished) == (reward, True)
+    assert (result.reward, result.finished) == (1.0, True)
 
 
 @pytest.mark.parametrize(("env", "actions", "reward"), EPISODES)
