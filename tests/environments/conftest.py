@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import ROOT, LiveServer, start_server
+from tests.servers import ROOT, STARTED_PIDS, LiveServer, start_server
 
 ENVIRONMENTS = ROOT / "environments"
 BUILD_TIMEOUT_S = 1800
@@ -24,15 +24,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def orsbox(*args: str, timeout: float = 300, **kw: object) -> subprocess.CompletedProcess[str]:
-    """Run the `orsbox` command line as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", "orsbox.cli.main", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kw,  # type: ignore[arg-type]
-    )
+    """Run the `orsbox` command line as a user would. Its pid joins the servers this run
+    started, so the leftover check counts the sandboxes an in-process `run` starts."""
+    argv = [sys.executable, "-m", "orsbox.cli.main", *args]
+    with subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    ) as process:  # type: ignore[call-overload]
+        STARTED_PIDS.add(process.pid)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
 def example(env: str, name: str) -> Path:
