@@ -28,11 +28,21 @@ def _thread_limiter() -> anyio.CapacityLimiter:
     return _limiter
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _is_async_function(fn: Callable[..., Any]) -> bool:
     target = inspect.unwrap(fn)
     return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
         getattr(target, "__func__", None)
     )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """Asked on every tool call, so cached per function: a bound method is a new
+    object each time, its `__func__` is not."""
+    try:
+        return _is_async_function(getattr(fn, "__func__", fn))
+    except TypeError:  # unhashable callable
+        return _is_async_function.__wrapped__(fn)
 
 
 async def call_user(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
