@@ -62,6 +62,7 @@ class Engine:
         self._owns_client = client is None
         self._client_lock = threading.Lock()
         self.limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
+        self.last_answer = -float("inf")  # monotonic time of the last call that succeeded
 
     @property
     def client(self) -> docker.DockerClient:
@@ -75,7 +76,9 @@ class Engine:
 
         def call() -> T:
             with translated(what):
-                return fn(*args)
+                result = fn(*args)
+            self.last_answer = time.monotonic()
+            return result
 
         return await anyio.to_thread.run_sync(call, limiter=self.limiter)
 
