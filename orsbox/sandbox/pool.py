@@ -28,7 +28,6 @@ went to.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -230,6 +229,5 @@ class WarmPool(SandboxBackend):
         for shelf in self._shelves.values():
             self._discard(shelf.idle)
             shelf.idle = []
-        with contextlib.suppress(Exception):
-            await asyncio.gather(*self._closing, return_exceptions=True)
+        await asyncio.gather(*self._closing, return_exceptions=True)
         await self.backend.close()
