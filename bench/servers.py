@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -98,3 +99,44 @@ def _wait_healthy(server: BenchServer) -> None:
             time.sleep(0.05)
     server.stop()
     raise RuntimeError(f"{server.kind} server did not become healthy")
+
+
+DOCKER_CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")  # cgroup v1, as on this machine
+
+
+def _shim_pids(container_ids: set[str]) -> list[int]:
+    found = subprocess.run(["pgrep", "-a", "containerd-shim"], capture_output=True, text=True)
+    return [
+        int(line.split()[0])
+        for line in found.stdout.splitlines()
+        if any(cid in line for cid in container_ids)
+    ]
+
+
+def _total_cpu(pids: list[int]) -> float:
+    seconds = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            seconds += cpu_seconds(pid)
+    return seconds
+
+
+def cpu_snapshot(server_pid: int, container_ids: set[str]) -> dict[str, float]:
+    """CPU seconds used so far by each party on the call path: the server; the docker
+    engine (dockerd: shared, so anyone else's use of it counts too); the containerd
+    shims of `container_ids`; and those containers themselves (agent, bash, commands)."""
+    dockerd = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True)
+    containers = 0.0
+    for cid in container_ids:
+        with contextlib.suppress(OSError):
+            containers += int((DOCKER_CGROUP / cid / "cpuacct.usage").read_text()) / 1e9
+    return {
+        "server": cpu_seconds(server_pid),
+        "dockerd": _total_cpu([int(p) for p in dockerd.stdout.split()]),
+        "shims": _total_cpu(_shim_pids(container_ids)),
+        "containers": containers,
+    }
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {key: after[key] - before[key] for key in after}

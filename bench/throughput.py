@@ -24,17 +24,21 @@ async def hammer(session: Session, deadline: float, samples: list[float]) -> Non
         assert b'"ok":true' in response.body, response.body[-300:]
 
 
-async def level(server: servers.BenchServer, sessions: list[Session], seconds: float) -> dict:
+async def level(
+    server: servers.BenchServer, sessions: list[Session], seconds: float, ids: set[str]
+) -> dict:
+    """Calls/s, latencies and CPU per call (by party) with `sessions` calling at once."""
     samples: list[float] = []
-    cpu_before, started = servers.cpu_seconds(server.pid), time.perf_counter()
+    cpu_before, started = servers.cpu_snapshot(server.pid, ids), time.perf_counter()
     deadline = started + seconds
     await asyncio.gather(*(hammer(s, deadline, samples) for s in sessions))
     elapsed = time.perf_counter() - started
-    cpu = servers.cpu_seconds(server.pid) - cpu_before
+    cpu = servers.cpu_used(cpu_before, servers.cpu_snapshot(server.pid, ids))
     return {
         "calls_per_s": len(samples) / elapsed,
-        "server_cpu_share": cpu / elapsed,
         "latency_ms": summary(samples),
+        "cpu_ms_per_call": {k: v / len(samples) * 1000 for k, v in cpu.items()},
+        "cores_busy": {k: v / elapsed for k, v in cpu.items()},
     }
 
 
@@ -68,8 +72,9 @@ async def run(bench: Bench) -> list[Row]:
     )
     try:
         await asyncio.gather(*(s.bash("echo ready") for s in sessions))
-        await level(server, sessions, 1.0)  # warm-up
-        results = {n: await level(server, sessions[:n], seconds) for n in LEVELS}
+        ids = {c.id for c in bench.containers(**{"orsbox.server": server.server_id})}
+        await level(server, sessions, 1.0, ids)  # warm-up
+        results = {n: await level(server, sessions[:n], seconds, ids) for n in LEVELS}
         exec_rate = await asyncio.to_thread(docker_exec_rate, container, seconds)
     finally:
         await asyncio.gather(*(s.delete() for s in sessions), return_exceptions=True)
@@ -80,7 +85,9 @@ async def run(bench: Bench) -> list[Row]:
 
 
 def rows(results: dict[int, dict], exec_rate: float) -> list[Row]:
-    out = []
+    cpu = results[32]["cpu_ms_per_call"]
+    where = ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+    out = [Row("throughput", "CPU ms per call at 32 sessions", where)]
     for n, r in results.items():
         lat = r["latency_ms"]
         out.append(
