@@ -36,6 +36,7 @@ def serve(
     sandbox_backend: Any = None,
 ) -> None:
     from orsbox.server import create_app
+    from orsbox.server.http_protocol import guarded_protocol
 
     settings = settings or Settings()
     app = create_app(environments, settings, sandbox_backend=sandbox_backend)
@@ -47,6 +48,7 @@ def serve(
         log_level=settings.log_level,
         timeout_keep_alive=60,
         timeout_graceful_shutdown=30,
+        http=guarded_protocol(settings.max_header_bytes, settings.request_read_timeout_s),
     )
 
 

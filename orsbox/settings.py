@@ -27,6 +27,12 @@ class Settings(BaseSettings):
         default=60.0, ge=0, description="finished results kept for reconnect"
     )
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0, description="largest request body")
+    max_header_bytes: int = Field(
+        default=64 * 1024, gt=0, description="largest request line plus headers; past it 431"
+    )
+    request_read_timeout_s: float = Field(
+        default=30.0, gt=0, description="a request must arrive whole within this; else 408"
+    )
     max_deleted_remembered: int = Field(
         default=100_000, gt=0, description="deleted ids answering 410"
     )
