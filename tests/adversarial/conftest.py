@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from tests.containers.conftest import labelled, start_container_server
+from tests.containers.conftest import Episode, labelled, open_episode, start_container_server
 from tests.servers import LiveServer
 
 HOSTILE_ENVS = ["tests/adversarial/envs.py:Hostile", "tests/adversarial/envs.py:Seeded"]
@@ -32,3 +32,11 @@ def hostile_server(
     yield server
     server.stop()
     assert not labelled(docker_client, **{"orsbox.server": server.server_id})
+
+
+@pytest.fixture
+def hostile(hostile_server: LiveServer) -> Iterator[Episode]:
+    """An episode of the `hostile` environment (small limits, bounded disk)."""
+    ep = open_episode(hostile_server, "hostile")
+    yield ep
+    ep.delete()
