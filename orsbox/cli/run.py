@@ -70,9 +70,7 @@ def local_server(environments: Sequence[type[Environment]]) -> Iterator[str]:
     port = sock.getsockname()[1]
     settings = Settings(host="127.0.0.1", port=port, log_level="warning")
     app = create_app(environments, settings)
-    # One episode needs no uvloop speed, and the docker channel wants asyncio transports.
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", loop="asyncio")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + SERVER_START_S
