@@ -35,7 +35,11 @@ def labelled(client: docker.DockerClient, **labels: str) -> list[Any]:
     """orsbox containers with these labels (other test runs may share the engine, so
     callers name their server or session)."""
     filters = ["orsbox=1", *(f"{k}={v}" for k, v in labels.items())]
-    return client.containers.list(all=True, filters={"label": filters})
+    while True:
+        try:
+            return client.containers.list(all=True, filters={"label": filters})
+        except docker.errors.NotFound:  # one was removed between listing and inspecting
+            continue
 
 
 @dataclass
