@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
+import anyio
 import httpx
 import pytest
 from fastapi.testclient import TestClient
@@ -158,3 +159,20 @@ def test_health_reports_a_down_engine_as_degraded() -> None:
         with TestClient(app) as client:
             r = client.get("/health")
             assert r.status_code == 200 and r.json() == expected
+
+
+class HungHealth(FakeHealth):
+    async def health(self) -> str | None:
+        await anyio.sleep(3600)  # an engine that never answers
+        return None
+
+
+def test_health_answers_degraded_when_the_engine_hangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("orsbox.server.health.PROBE_TIMEOUT_S", 0.2)
+    app = create_app([Protocol], Settings(), sandbox_backend=HungHealth(None))  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        r = client.get("/health")
+        assert r.json() == {
+            "status": "degraded",
+            "sandbox": "the sandbox backend did not answer within 0.2s",
+        }

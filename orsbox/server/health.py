@@ -3,7 +3,8 @@
 The server answers even when the Docker engine is down — it is degraded, not dead:
 sessions of environments without containers go on, and new container sessions work
 again once the engine is back. The engine check is cached briefly so a monitoring loop
-or a burst of health checks never queues behind Docker.
+or a burst of health checks never queues behind Docker, and bounded, so a hung engine
+makes /health say so within `PROBE_TIMEOUT_S` instead of hanging with it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anyio
+
 from orsbox.sandbox import SandboxBackend
 
 CACHE_S = 2.0
+PROBE_TIMEOUT_S = 5.0  # a hung engine answers every call only at its 60 s deadline
 
 
 class HealthProbe:
@@ -28,7 +32,10 @@ class HealthProbe:
         if time.monotonic() - self._checked_at >= CACHE_S:
             self._checked_at = time.monotonic()
             try:
-                self._reason = await self.backend.health()
+                with anyio.fail_after(PROBE_TIMEOUT_S):
+                    self._reason = await self.backend.health()
+            except TimeoutError:
+                self._reason = f"the sandbox backend did not answer within {PROBE_TIMEOUT_S:g}s"
             except Exception as e:  # a probe must never fail the endpoint
                 self._reason = f"{type(e).__name__}: {e}"
         if self._reason is None:
