@@ -7,7 +7,6 @@ session is ready: an idle session holds no HTTP connection."""
 from __future__ import annotations
 
 import asyncio
-import gc
 
 from bench import servers
 from bench.harness import Bench, Session, open_session
@@ -15,6 +14,15 @@ from bench.stats import Row
 
 WAVE = 50  # below the server's limit on sessions starting at once (max_starting)
 MIB = 1024 * 1024
+
+
+def mem_available() -> int:
+    """The machine's available memory (shared with everyone else on it)."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 async def ready_session(server: servers.BenchServer) -> str:
@@ -42,32 +50,35 @@ async def check_and_delete(url: str, sids: list[str]) -> int:
 
 async def run(bench: Bench) -> list[Row]:
     goal = bench.scale(300, 40)
-    server = bench.start_server("idle", ["Shell"], setup_wait_s=300)
+    # the figure is memory, not start speed: start 8 at a time to fill faster
+    server = bench.start_server("idle", ["Shell"], setup_wait_s=300, sandbox_start_concurrency=8)
     sids: list[str] = []
     try:
         await check_and_delete(server.url, [await ready_session(server)])  # warm-up
-        gc.collect()
-        empty = server.rss()
+        empty, machine_before = server.rss(), mem_available()
         while len(sids) < goal:
             wave = min(WAVE, goal - len(sids))
             sids += await asyncio.gather(*(ready_session(server) for _ in range(wave)))
         await asyncio.sleep(1)
-        held = server.rss()
+        held, machine_after = server.rss(), mem_available()
         chunks = [sids[i::8] for i in range(8)]
         answered = sum(await asyncio.gather(*(check_and_delete(server.url, c) for c in chunks)))
     finally:
         await bench.stop(server)
     per_session = (held - empty) / len(sids)
+    machine = (machine_before - machine_after) / len(sids)
     bench.raw["idle"] = {
         "sessions": len(sids),
         "answered": answered,
         "rss_empty": empty,
         "rss_held": held,
         "growth_per_session": per_session,
+        "machine_memory_per_session": machine,
     }
+    part = "idle sessions"
     return [
         Row(
-            "idle sessions",
+            part,
             "held, all answering a call",
             f"{answered} of {len(sids)}",
             "",
@@ -75,11 +86,14 @@ async def run(bench: Bench) -> list[Row]:
             answered >= 300,
         ),
         Row(
-            "idle sessions",
-            "server memory per session (growth)",
+            part,
+            "server memory per session (RSS growth)",
             f"{per_session / MIB:.2f} MiB",
             f"total RSS/sessions {held / len(sids) / MIB:.2f} MiB",
             "≤ 2 MiB",
             per_session <= 2 * MIB,
+        ),
+        Row(
+            part, "machine memory per session (container, shim, engine)", f"{machine / MIB:.1f} MiB"
         ),
     ]
