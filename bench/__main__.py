@@ -40,7 +40,16 @@ def machine() -> dict[str, object]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "commit": commit.stdout.strip(),
+        "load_at_start": load(),
+        "other_test_runs_at_start": len(other_test_runs()),
     }
+
+
+def other_test_runs() -> list[str]:
+    """pytest processes sharing this machine: their load skews timings, and their
+    leftover-container checks may remove this run's containers."""
+    found = subprocess.run(["pgrep", "-f", "python.* -m pytest"], capture_output=True, text=True)
+    return found.stdout.split()
 
 
 async def run_parts(bench: Bench, names: list[str]) -> list[Row]:
@@ -68,6 +77,9 @@ def main() -> None:
     args = parser.parse_args()
     names = [n for n in args.parts.split(",") if n]
     bench = Bench(quick=args.quick)
+    if other_test_runs():
+        print("warning: test runs share this machine; figures will be noisy", file=sys.stderr)
+    info = machine()
     try:
         import uvloop  # the client must not be the bottleneck
 
@@ -81,7 +93,7 @@ def main() -> None:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = RESULTS / f"bench-{stamp}.json"
     report = {
-        "machine": machine(),
+        "machine": info,
         "quick": args.quick,
         "rows": as_json(rows),
         "seconds": round(time.monotonic() - started, 1),
