@@ -184,28 +184,32 @@ def manifest_environment(target: Path, *, image: str | None = None) -> type[Decl
         raise ManifestError(f"no {MANIFEST_NAME} in {target}")
     manifest = read_manifest(path)
     mixins = tuple(STANDARD_TOOLS[name] for name in manifest.tools)
-    namespace: dict[str, Any] = {
-        "__doc__": manifest.description or f"The {manifest.name} environment ({path}).",
-        "__module__": __name__,
-        "manifest": manifest,
-        "folder": path.parent,
-        "split_tasks": _load_tasks(manifest, path),
-        "grader": Grader(
-            manifest.grader, path.parent, manifest.workdir, manifest.limits.output_bytes
-        ),
-        "image": image or manifest.image_tag,
-        "limits": manifest.limits.sandbox_limits(),
-        "workdir": manifest.workdir,
-        "container_env": dict(manifest.env),
-        "exec_timeout_s": manifest.limits.timeout_s,
-        "max_exec_timeout_s": max(manifest.limits.max_timeout_s, manifest.limits.timeout_s),
-        "output_cap_bytes": manifest.limits.output_bytes,
-        "max_output_cap_bytes": max(manifest.limits.output_bytes, 1024 * 1024),
-        "submit": _submit_tool(_submit_params(manifest)),
-    }
+    namespace = _class_attributes(manifest, path, image)
     if manifest.grader.every_step:
         for mixin in mixins:
             for name in find_tools(mixin):
                 namespace[name] = _graded_step(getattr(mixin, name))
     class_name = "".join(p.capitalize() for p in manifest.name.replace("-", "_").split("_"))
     return type(class_name or "Manifest", (*mixins, DeclarativeEnvironment), namespace)
+
+
+def _class_attributes(manifest: Manifest, path: Path, image: str | None) -> dict[str, Any]:
+    """What a hand-written `ContainerEnvironment` would set, from the manifest."""
+    limits = manifest.limits
+    return {
+        "__doc__": manifest.description or f"The {manifest.name} environment ({path}).",
+        "__module__": __name__,
+        "manifest": manifest,
+        "folder": path.parent,
+        "split_tasks": _load_tasks(manifest, path),
+        "grader": Grader(manifest.grader, path.parent, manifest.workdir, limits.output_bytes),
+        "image": image or manifest.image_tag,
+        "limits": limits.sandbox_limits(),
+        "workdir": manifest.workdir,
+        "container_env": dict(manifest.env),
+        "exec_timeout_s": limits.timeout_s,
+        "max_exec_timeout_s": max(limits.max_timeout_s, limits.timeout_s),
+        "output_cap_bytes": limits.output_bytes,
+        "max_output_cap_bytes": max(limits.output_bytes, 1024 * 1024),
+        "submit": _submit_tool(_submit_params(manifest)),
+    }
