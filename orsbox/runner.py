@@ -37,8 +37,10 @@ def serve(
 ) -> None:
     from orsbox.server import create_app
     from orsbox.server.http_protocol import guarded_protocol
+    from orsbox.server.secrets import install_stream_redaction
 
     settings = settings or Settings()
+    install_stream_redaction()
     app = create_app(environments, settings, sandbox_backend=sandbox_backend)
     uvicorn.run(
         app,

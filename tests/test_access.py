@@ -176,3 +176,26 @@ def test_health_answers_degraded_when_the_engine_hangs(monkeypatch: pytest.Monke
             "status": "degraded",
             "sandbox": "the sandbox backend did not answer within 0.2s",
         }
+
+
+def test_session_ids_are_random_uuid4(guarded: LiveServer) -> None:
+    auth = {"X-API-Key": TOKEN}
+    sids = [
+        httpx.post(f"{guarded.url}/create_session", headers=auth).json()["sid"] for _ in range(200)
+    ]
+    assert len(set(sids)) == 200
+    assert all(uuid.UUID(sid).version == 4 for sid in sids)  # 122 random bits each
+
+
+def test_the_server_listens_on_loopback_unless_told_otherwise(guarded: LiveServer) -> None:
+    port = int(guarded.url.rsplit(":", 1)[1])
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                local, state = row.split()[1], row.split()[3]
+                address, hex_port = local.rsplit(":", 1)
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    listening.append(address)
+    assert listening == ["0100007F"]  # 127.0.0.1, and nothing on other addresses
+    assert Settings().host == "127.0.0.1"

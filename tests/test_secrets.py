@@ -25,16 +25,22 @@ def secrets_header(values: dict[str, str]) -> str:
     ).decode()
 
 
+LEAKY = "tests/envs/leaky_env.py:Leaky"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = start_server(PROTOCOL_ENVS, tmp_path_factory.mktemp("secrets"), log_level="debug")
+    targets = [*PROTOCOL_ENVS, LEAKY]
+    live = start_server(targets, tmp_path_factory.mktemp("secrets"), log_level="debug")
     yield live
     live.stop()
 
 
-def create(server: LiveServer, secret_location: str, **task: object) -> str:
+def create(
+    server: LiveServer, secret_location: str, env_name: str = "protocol", **task: object
+) -> str:
     sid = uuid.uuid4().hex
-    body: dict = {"task_spec": {"question": "q", "answer": "1", **task}}
+    body: dict = {"env_name": env_name, "task_spec": {"question": "q", "answer": "1", **task}}
     headers = {"X-Session-ID": sid}
     if secret_location == "body":
         body["secrets"] = {"token": BODY_SECRET, "other": "plain-value"}
@@ -66,9 +72,24 @@ def test_secrets_reach_the_environment_and_never_come_back(server: LiveServer, w
         httpx.post(f"{server.url}/delete", headers={"X-Session-ID": sid_})
 
 
+@pytest.mark.parametrize("where", ["body", "header"])
+def test_secrets_leaked_by_careless_code_are_redacted(server: LiveServer, where: str) -> None:
+    secret = BODY_SECRET if where == "body" else HEADER_SECRET
+    sid = create(server, where, env_name="leaky")
+    url = f"{server.url}/leaky/call"
+    invalid = post_sse(url, {"name": "bad_result", "input": {}}, sid)
+    assert invalid.names() == ["task_id", "error"] and secret not in invalid.raw
+    assert "returned an invalid result" in invalid.events[-1][1]
+    chatter = post_sse(url, {"name": "chatter", "input": {}}, sid)
+    assert chatter.result()["output"]["blocks"][0]["text"] == "chattered"
+    httpx.post(f"{server.url}/delete", headers={"X-Session-ID": sid})
+
+
 def test_secrets_never_appear_in_the_log(server: LiveServer) -> None:
     # runs after the test above (same module server): the log holds their tracebacks
     log = server.log()
     assert "kaboom" in log and "setup exploded" in log  # the errors were logged ...
+    for leak in ("stdout", "stderr", "logged", "warned", "task", "thread"):
+        assert f"{leak} [redacted]" in log, leak
     assert BODY_SECRET not in log and HEADER_SECRET not in log  # ... without the secrets
     assert base64.b64encode(HEADER_SECRET.encode()).decode()[:12] not in log

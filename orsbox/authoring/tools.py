@@ -106,7 +106,11 @@ def _as_output(tool_name: str, result: Any) -> ToolOutput:
     if isinstance(result, ToolOutput):
         return result
     if isinstance(result, dict):
-        return ToolOutput.model_validate(result)
+        try:
+            return ToolOutput.model_validate(result)
+        except ValidationError as e:  # named by place and problem, never by value
+            problems = _validation_message(tool_name, e).split(": ", 1)[1]
+            raise ToolRaised(f"tool {tool_name!r} returned an invalid result: {problems}") from None
     raise ToolRaised(f"tool {tool_name!r} returned {type(result).__name__}; expected ToolOutput")
 
 

@@ -9,6 +9,7 @@ only found from the session that started it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 Event = dict[str, str]
 
 RESULT_LINGER_S = 60.0
+
+log = logging.getLogger("orsbox.calls")
 
 
 @dataclass(eq=False)
@@ -65,6 +68,7 @@ class CallRegistry:
             ]
             raise
         except Exception as e:  # the runner converts tool errors; this is a server fault
+            log.error("internal error in tool call %s", record.task_id, exc_info=e)
             record.events = [{"event": "error", "data": f"internal error: {type(e).__name__}"}]
         finally:
             record.done.set()

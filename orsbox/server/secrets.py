@@ -5,7 +5,8 @@ or in an `X-Secrets` header (base64 JSON `{"key": {"value": "..."}}`, as the ors
 and openreward clients do). Until handed to the environment they are `SecretStr`.
 While a session lives its secret values are registered here, and everything that
 leaves the server — log lines, tracebacks, error messages, tool results — passes
-through `redact`, so a secret that an environment echoes by mistake still never shows.
+through `redact`, so a secret that an environment echoes by mistake still never shows
+(a server process also redacts what is printed to its stdout and stderr).
 Values shorter than `MIN_SECRET_CHARS` are not redacted (they would shred ordinary
 text) — use real secrets.
 """
@@ -16,7 +17,10 @@ import base64
 import binascii
 import json
 import logging
+import sys
 from collections import Counter
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -93,6 +97,35 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return self.registry.redact(self.inner.format(record))
+
+
+class RedactingStream:
+    """`sys.stdout` / `sys.stderr` for a server process: what environment code prints,
+    warnings and uncaught thread tracebacks are written there without logging, so
+    each write is redacted too (a secret cut across two writes is not)."""
+
+    def __init__(self, inner: Any, registry: SecretRegistry = LIVE_SECRETS) -> None:
+        self.inner = inner
+        self.registry = registry
+
+    def write(self, text: str) -> int:
+        self.inner.write(self.registry.redact(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, encoding, isatty ...
+        return getattr(self.inner, name)
+
+
+def install_stream_redaction() -> None:
+    """Redact this process's stdout and stderr (for a process that is the server)."""
+    if not isinstance(sys.stdout, RedactingStream):
+        sys.stdout = RedactingStream(sys.stdout)
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)
 
 
 def install_log_redaction() -> None:
