@@ -60,12 +60,9 @@ def docker_burst(bench: Bench, n: int) -> list[float]:
 
     with ThreadPoolExecutor(n) as pool:
         samples = list(pool.map(one, range(n)))
+    ids = [c["Id"] for c in bench.containers(**{BENCH_LABEL: bench.run_id})]
     with ThreadPoolExecutor(16) as pool:
-        list(
-            pool.map(
-                lambda c: c.remove(force=True), bench.containers(**{BENCH_LABEL: bench.run_id})
-            )
-        )
+        list(pool.map(lambda cid: bench.docker.api.remove_container(cid, force=True), ids))
     return samples
 
 

@@ -27,7 +27,10 @@ async def create_to_first_call(server: servers.BenchServer) -> float:
 def pool_full(bench: Bench, server: servers.BenchServer) -> bool:
     """Every pooled container of the server has its agent attached (a running exec)."""
     pooled = bench.containers(**{"orsbox.server": server.server_id, "orsbox.session": "pool"})
-    return len(pooled) == POOL and all(c.attrs.get("ExecIDs") for c in pooled)
+    if len(pooled) != POOL:
+        return False
+    inspected = [bench.docker.api.inspect_container(c["Id"]) for c in pooled]
+    return all(c.get("ExecIDs") for c in inspected)
 
 
 async def wait_pool_full(bench: Bench, server: servers.BenchServer) -> None:

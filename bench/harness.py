@@ -111,9 +111,11 @@ class Bench:
             labels={BENCH_LABEL: self.run_id},
         )
 
-    def containers(self, **labels: str) -> list[Any]:
+    def containers(self, **labels: str) -> list[dict[str, Any]]:
+        """Containers with these labels, as the engine lists them (no inspect per
+        container: one may disappear between the list and the inspect)."""
         filters = [f"{k}={v}" for k, v in labels.items()]
-        return self.docker.containers.list(all=True, filters={"label": filters})
+        return self.docker.api.containers(all=True, filters={"label": filters})
 
     async def cleanup(self) -> None:
         """Stop every server (they remove their containers); remove what is left."""
@@ -123,11 +125,11 @@ class Bench:
         left += [
             c
             for c in self.containers(orsbox="1")
-            if c.labels.get("orsbox.server", "").startswith(f"bench-{self.run_id}-")
+            if (c.get("Labels") or {}).get("orsbox.server", "").startswith(f"bench-{self.run_id}-")
         ]
         for container in left:
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                container.remove(force=True)
+                self.docker.api.remove_container(container["Id"], force=True)
         if self._docker is not None:
             self._docker.close()
 

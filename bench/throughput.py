@@ -72,7 +72,7 @@ async def run(bench: Bench) -> list[Row]:
     )
     try:
         await asyncio.gather(*(s.bash("echo ready") for s in sessions))
-        ids = {c.id for c in bench.containers(**{"orsbox.server": server.server_id})}
+        ids = {c["Id"] for c in bench.containers(**{"orsbox.server": server.server_id})}
         await level(server, sessions, 1.0, ids)  # warm-up
         results = {n: await level(server, sessions[:n], seconds, ids) for n in LEVELS}
         exec_rate = await asyncio.to_thread(docker_exec_rate, container, seconds)
