@@ -10,16 +10,18 @@ valid image reference once it has a capital letter, and rarely otherwise.
 
 An image environment's manifest lives at `/orsbox/orsbox.toml`, or wherever the image's
 `orsbox.manifest` label says. Its folder (manifest, task files, grader files) is copied
-out of a created, never started, container into a temporary folder, and the environment
-runs in that image whatever the manifest's `image` says.
+out of a created, never started, container into a cache folder named by the image's id
+(`~/.cache/orsbox/images/`; a rebuilt image gets a new one, and a server killed by a
+signal leaves no temporary folder behind), and the environment runs in that image
+whatever the manifest's `image` says.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
 import io
 import logging
+import os
 import posixpath
 import shutil
 import tarfile
@@ -88,44 +90,64 @@ def _local_image(client: Any, reference: str) -> bool:
 # -- environments that are nothing but an image ------------------------------------------
 def image_environment(client: Any, image: str) -> type[DeclarativeEnvironment]:
     """The environment whose manifest lives inside `image`."""
-    from orsbox.sandbox.docker.images import image_labels, read_folder
+    from orsbox.sandbox.docker.images import image_labels
 
     manifest_in_image = image_labels(client, image).get(MANIFEST_LABEL, IMAGE_MANIFEST)
     folder_in_image = posixpath.dirname(manifest_in_image)
-    try:
-        archive = read_folder(client, image, folder_in_image)
-    except SandboxError as e:
-        raise ManifestError(
-            f"image {image} has no {folder_in_image} folder for its {manifest_in_image} "
-            f"(set the {MANIFEST_LABEL} label to the manifest's path): {e}"
-        ) from None
-    local_root = _unpack(archive)
-    local = local_root / posixpath.basename(folder_in_image)
-    _warn_if_readable(archive, image, folder_in_image)
+    local = _cached_folder(client, image, folder_in_image)
+    _warn_if_readable(local, image, folder_in_image)
     try:
         return manifest_environment(local / posixpath.basename(manifest_in_image), image=image)
     except ManifestError as e:
         raise ManifestError(str(e).replace(str(local), f"{image}:{folder_in_image}")) from None
 
 
-def _unpack(archive: bytes) -> Path:
-    destination = Path(tempfile.mkdtemp(prefix="orsbox-image-"))
-    atexit.register(shutil.rmtree, destination, ignore_errors=True)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(destination, filter="data")
-    return destination
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "orsbox" / "images"
 
 
-def _warn_if_readable(archive: bytes, image: str, folder: str) -> None:
-    """Tasks and grader files in an image are the agent's to read unless root-only."""
+def _cached_folder(client: Any, image: str, folder: str) -> Path:
+    """`folder` of `image` on the host, unpacked once per image id."""
+    from orsbox.sandbox.docker.images import read_folder
+
+    image_id = client.images.get(image).id.split(":")[-1][:16]
+    cached = cache_dir() / image_id
+    if not cached.is_dir():
+        try:
+            archive = read_folder(client, image, folder)
+        except SandboxError as e:
+            raise ManifestError(
+                f"image {image} has no {folder} folder for its manifest (set the "
+                f"{MANIFEST_LABEL} label to the manifest's path): {e}"
+            ) from None
+        _unpack(archive, cached)
+    return cached / posixpath.basename(folder)
+
+
+def _unpack(archive: bytes, destination: Path) -> None:
+    """Unpack next to `destination`, then rename: a concurrent reader never sees half."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=destination.parent))
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        readable = [m.name for m in tar.getmembers() if m.mode & 0o004 and not m.issym()]
+        tar.extractall(staging, filter="data")
+    try:
+        staging.rename(destination)
+    except OSError:  # another process unpacked the same image first
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _warn_if_readable(local: Path, image: str, folder: str) -> None:
+    """Tasks and grader files in an image are the agent's to read unless root-only.
+    (Files only: unpacking with the "data" filter does not keep folders' modes.)"""
+    files = [p for p in local.rglob("*") if p.is_file() and not p.is_symlink()]
+    readable = [p for p in files if p.stat().st_mode & 0o004]
     if readable:
         log.warning(
             "%s:%s is readable by the agent (%s ...): make it root-only in the image, "
             "e.g. RUN chmod -R go= %s",
             image,
             folder,
-            readable[0],
+            posixpath.join(folder, str(readable[0].relative_to(local))),
             folder,
         )

@@ -4,6 +4,7 @@ live in the image (no folder, no Python), and `orsbox serve IMAGE` serves it."""
 from __future__ import annotations
 
 import logging
+import shutil
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from ors.client import ORS
 
 from orsbox.errors import ManifestError
-from orsbox.targets import image_environment
+from orsbox.targets import cache_dir, image_environment
 from tests.servers import LiveServer, start_server
 
 IMAGE = "orsbox-test/reverse:latest"
@@ -59,6 +60,13 @@ else:
 """
 
 
+def forget(client: docker.DockerClient, tag: str) -> None:
+    """Remove the image and the host's unpacked copy of its manifest folder."""
+    image_id = client.images.get(tag).id.split(":")[-1][:16]
+    shutil.rmtree(cache_dir() / image_id, ignore_errors=True)
+    client.images.remove(tag, force=True)
+
+
 def build(client: docker.DockerClient, folder: Path, tag: str, chmod: bool = True) -> None:
     (folder / "orsbox" / "grader").mkdir(parents=True)
     dockerfile = DOCKERFILE if chmod else DOCKERFILE.replace("RUN chmod -R go= /orsbox\n", "")
@@ -75,7 +83,7 @@ def image(
 ) -> Iterator[str]:
     build(docker_client, tmp_path_factory.mktemp("image"), IMAGE)
     yield IMAGE
-    docker_client.images.remove(IMAGE, force=True)
+    forget(docker_client, IMAGE)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +142,15 @@ def test_readable_task_files_are_warned_about(
         assert env.name() == "reverse" and env.image == tag
         assert "readable by the agent" in caplog.text and "chmod -R go= /orsbox" in caplog.text
     finally:
-        docker_client.images.remove(tag, force=True)
+        forget(docker_client, tag)
+
+
+def test_a_root_only_manifest_folder_is_fine(
+    image: str, docker_client: docker.DockerClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="orsbox.targets"):
+        assert image_environment(docker_client, image).name() == "reverse"
+    assert "readable" not in caplog.text
 
 
 def test_an_image_without_a_manifest(docker_client: docker.DockerClient, base_image: str) -> None:
