@@ -494,3 +494,11 @@ def test_shutdown_tears_down_every_session(tmp) -> None:
     server.stop()  # SIGTERM: uvicorn shuts down gracefully, then re-raises the signal
     assert [log.read_text() for log in logs] == ["torn down\n"] * 3
     assert "Application shutdown complete" in server.log()
+
+
+def test_a_session_in_setup_is_not_reaped(protocol_server: LiveServer) -> None:
+    """A setup longer than the inactivity timeout (4 s here) must not have its session
+    reaped from under the requests waiting for it; the clock starts when it ends."""
+    sid = new_session(protocol_server, setup_s=5)
+    time.sleep(5.5)
+    assert get(protocol_server, "/protocol/prompt", sid).status_code == 200

@@ -8,8 +8,8 @@ Life of a session:
 `/create` answers at once; `setup` runs as a background task. `/ping` answers during
 setup; other requests wait for it at most `setup_wait_s`, then get 503 with
 `Retry-After`. A failed setup makes every later request fail with its message. Any
-request naming the session resets its inactivity clock, and a session with a tool
-call in flight is never idle. Deleted ids are remembered (bounded) so they answer 410.
+request naming the session resets its inactivity clock, and a session in setup or with a
+tool call in flight is never idle. Deleted ids are remembered (bounded) so they answer 410.
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ class SessionManager:
             log.warning("session %s setup failed: %s", session.sid, session.error)
             await self._teardown(session)
         finally:
+            session.touch()
             session.ready.set()
 
     async def _construct_and_setup(
@@ -224,12 +225,15 @@ class SessionManager:
 
     # -- reaping --------------------------------------------------------------------
     def idle_sessions(self, now: float | None = None) -> list[str]:
+        """Sessions past the inactivity timeout. One still in setup is not idle (requests
+        may be waiting for it; `setup_timeout_s` bounds it): its clock starts when the
+        setup ends."""
         now = time.monotonic() if now is None else now
         limit = self.settings.session_timeout_s
         return [
             s.sid
             for s in self._sessions.values()
-            if s.calls_in_flight == 0 and now - s.last_active > limit
+            if s.calls_in_flight == 0 and s.ready.is_set() and now - s.last_active > limit
         ]
 
     async def reap_forever(self) -> None:
