@@ -50,8 +50,13 @@ HEALTH_FRESH_S = 2.0
 
 # `python3 -c` gets this loader, which reads the agent's source from stdin (10-digit
 # length, then the source): the image needs no file of ours, and `ps` in the sandbox
-# shows a short command line rather than 30 KB of agent source.
+# shows a short command line rather than 30 KB of agent source. It first marks the
+# container as attached (`options.ATTACHED_MARKER`), so it outlives its grace.
 BOOTSTRAP = """import os
+try:
+    open('/dev/shm/.orsbox-attached', 'a').close()
+except OSError:
+    pass
 def r(n):
     b = b''
     while len(b) < n:

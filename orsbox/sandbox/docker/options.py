@@ -1,7 +1,8 @@
 """How a `SandboxSpec` becomes `docker create` options.
 
 Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides any key.
-  - `sleep infinity` under `init=True` (tini reaps zombies, and forwards the SIGTERM the
+  - `sleep infinity` (after a grace for the agent to attach: `container_command`)
+    under `init=True` (tini reaps zombies, and forwards the SIGTERM the
     agent's dead-man's switch sends to PID 1, so the container can end itself; with
     `init=False` the command must handle SIGTERM itself, as the kernel drops signals
     sent from inside the container to a PID 1 without a handler);
@@ -19,7 +20,19 @@ from typing import Any
 
 from orsbox.sandbox.base import SandboxSpec
 
-DEFAULT_COMMAND = ["sleep", "infinity"]
+ATTACH_GRACE_S = 120  # a start takes seconds, even in a burst (hello timeout: 30 s)
+ATTACHED_MARKER = "/dev/shm/.orsbox-attached"  # written by the agent's loader
+
+
+def container_command(grace_s: float = ATTACH_GRACE_S) -> list[str]:
+    """Sleep forever, but end unless an agent attached within `grace_s`: a server
+    killed between starting a container and attaching its agent leaves nothing behind
+    (the agent's dead-man's switch covers every later moment)."""
+    script = f"sleep {grace_s:g}; [ -e {ATTACHED_MARKER} ] || exit 0; exec sleep infinity"
+    return ["sh", "-c", script]
+
+
+DEFAULT_COMMAND = container_command()
 
 
 def container_name(session_id: str) -> str:
