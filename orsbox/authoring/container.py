@@ -18,6 +18,7 @@ and every later call fails the same way: the episode cannot go on.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,6 +35,8 @@ from orsbox.sandbox.base import (
 )
 
 BASE_IMAGE = "orsbox/base:latest"
+
+log = logging.getLogger("orsbox.sandbox")
 
 
 class ContainerEnvironment(Environment):
@@ -115,9 +118,13 @@ class ContainerEnvironment(Environment):
             await sandbox.close()
 
     async def sandbox_lost(self, error: SandboxGone) -> None:
-        """Free what is left of a dead sandbox and remember why, for later calls."""
+        """Free what is left of a dead sandbox and remember why, for later calls. A
+        failure to free it (the engine may be down too) must not hide why it died."""
         self._sandbox_lost = str(error)
-        await self.teardown()
+        try:
+            await self.teardown()
+        except SandboxError as e:
+            log.warning("could not remove a lost sandbox: %s", e)
 
     # -- limits -----------------------------------------------------------------------
     def call_timeout(self, requested: float | None) -> float:
