@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import struct
 import subprocess
 
@@ -10,7 +9,12 @@ from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.agent import Capture
 from orsbox.sandbox.docker.channel import FrameReader, encode_frame
-from orsbox.sandbox.docker.options import container_name, container_options
+from orsbox.sandbox.docker.options import (
+    ATTACHED_MARKER,
+    container_command,
+    container_name,
+    container_options,
+)
 
 
 def test_capture_keeps_head_and_tail_within_the_cap() -> None:
@@ -76,4 +80,6 @@ def test_container_defaults_and_overrides() -> None:
     assert options["nano_cpus"] == 500_000_000 and options["pids_limit"] == 64
     assert options["security_opt"] == ["no-new-privileges"] and options["auto_remove"]
     assert options["init"] is False and "user" not in options
-    assert os.path.basename(options["command"][0]) == "sleep"
+    # sleeps forever once the agent has attached; ends by itself if it never does
+    assert options["command"] == container_command()
+    assert "sleep infinity" in options["command"][-1] and ATTACHED_MARKER in options["command"][-1]
