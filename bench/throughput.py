@@ -30,10 +30,12 @@ async def level(
     """Calls/s, latencies and CPU per call (by party) with `sessions` calling at once."""
     samples: list[float] = []
     cpu_before, started = servers.cpu_snapshot(server.pid, ids), time.perf_counter()
+    client_before = time.process_time()
     deadline = started + seconds
     await asyncio.gather(*(hammer(s, deadline, samples) for s in sessions))
     elapsed = time.perf_counter() - started
     cpu = servers.cpu_used(cpu_before, servers.cpu_snapshot(server.pid, ids))
+    cpu["client"] = time.process_time() - client_before
     return {
         "calls_per_s": len(samples) / elapsed,
         "latency_ms": summary(samples),
