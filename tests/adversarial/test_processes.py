@@ -91,3 +91,18 @@ def test_a_thousand_short_lived_children_leave_no_zombie(hostile: Episode) -> No
         assert time.monotonic() < deadline, f"{zombies} zombies left"
         time.sleep(0.2)
     assert "<defunct>" not in hostile.bash("ps -ef")[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the agent parses the sentinel's status with int() and crashes on garbage "
+    "(the agent change waits for the timeout-sweep work in agent.py to land)",
+)
+def test_a_forged_sentinel_cannot_crash_the_agent(hostile: Episode) -> None:
+    """The shell marks a command's end with a random token a command can read; printing
+    one with garbage for a status must not take the sandbox down. (Its output may then
+    be one call late: the command lied about where its output ended.)"""
+    token = "$(declare -f __orsbox_p | sed -n 's/.*000\\([0-9a-f]*\\):.*/\\1/p')"
+    hostile.call("bash", command=f"printf '\\000%s:garbage\\000' {token}; sleep 0.2")
+    texts = [hostile.bash("echo alive")[0] for _ in range(2)]  # an error event fails here
+    assert "alive" in "".join(texts)
