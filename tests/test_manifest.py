@@ -11,7 +11,7 @@ import pytest
 
 from orsbox.authoring.declarative import DeclarativeEnvironment, manifest_environment
 from orsbox.authoring.loading import load_environment
-from orsbox.authoring.manifest import parse_size
+from orsbox.authoring.manifest import LimitsConfig, parse_size
 from orsbox.errors import ManifestError
 
 GOOD = """
@@ -94,7 +94,7 @@ def test_unknown_tool(tmp: Path) -> None:
 
 def test_unknown_fields_name_what_is_allowed(tmp: Path) -> None:
     message = error(tmp, GOOD.replace('memory = "256m"', 'memroy = "256m"'))
-    assert "limits.memroy: unknown field; allowed here: cpus, max_timeout_s, memory" in message
+    assert "limits.memroy: unknown field; allowed here: cpus, disk, max_timeout_s, memory" in message
     message = error(tmp, GOOD.replace('name = "demo"', 'name = "demo"\nimage_name = "x"'))
     assert "image_name: unknown field; allowed here: build, description, env, grader" in message
     message = error(tmp, GOOD.replace('tasks = "tasks.jsonl"', 'tasks = "tasks.jsonl"\nsize = 3'))
@@ -173,6 +173,12 @@ def test_sizes() -> None:
     assert parse_size("1.5g") == int(1.5 * 1024**3) and parse_size(1000) == 1000
     with pytest.raises(ValueError):
         parse_size("0m")
+
+
+def test_disk_limit() -> None:
+    limits = LimitsConfig(disk="64m").sandbox_limits()
+    assert limits.disk_bytes == 64 * 1024**2
+    assert LimitsConfig().sandbox_limits().disk_bytes is None
 
 
 def test_bundled_manifests_load() -> None:

@@ -3,7 +3,7 @@
     name, description, image, prompt, tools, workdir, env    the environment
     [build]      how to make `image` from a Dockerfile when it is missing
     [[splits]]   name, type, tasks (a JSONL or Parquet file)
-    [limits]     per-call timeout and output cap; memory, cpus, pids, network
+    [limits]     per-call timeout and output cap; memory, cpus, pids, network, disk
     [setup]      host folders copied in, and a command run, before the first call
     [grader]     the command that sets the reward when the agent calls `submit`
 
@@ -70,15 +70,27 @@ class LimitsConfig(_Strict):
     cpus: float = Field(default=1.0, gt=0)
     pids: int = Field(default=512, gt=8)
     network: bool = False
+    disk: int | str | None = Field(
+        default=None, description="bound on each writable folder; the rest is read-only"
+    )
 
     @field_validator("memory")
     @classmethod
     def _memory(cls, value: int | str) -> int:
         return parse_size(value)
 
+    @field_validator("disk")
+    @classmethod
+    def _disk(cls, value: int | str | None) -> int | None:
+        return None if value is None else parse_size(value)
+
     def sandbox_limits(self) -> SandboxLimits:
         return SandboxLimits(
-            memory_bytes=int(self.memory), cpus=self.cpus, pids=self.pids, network=self.network
+            memory_bytes=int(self.memory),
+            cpus=self.cpus,
+            pids=self.pids,
+            network=self.network,
+            disk_bytes=None if self.disk is None else int(self.disk),
         )
 
 
