@@ -94,7 +94,9 @@ def test_unknown_tool(tmp: Path) -> None:
 
 def test_unknown_fields_name_what_is_allowed(tmp: Path) -> None:
     message = error(tmp, GOOD.replace('memory = "256m"', 'memroy = "256m"'))
-    assert "limits.memroy: unknown field; allowed here: cpus, disk, max_timeout_s, memory" in message
+    assert (
+        "limits.memroy: unknown field; allowed here: cpus, disk, max_timeout_s, memory" in message
+    )
     message = error(tmp, GOOD.replace('name = "demo"', 'name = "demo"\nimage_name = "x"'))
     assert "image_name: unknown field; allowed here: build, description, env, grader" in message
     message = error(tmp, GOOD.replace('tasks = "tasks.jsonl"', 'tasks = "tasks.jsonl"\nsize = 3'))
