@@ -59,11 +59,6 @@ def test_spinners_and_sleepers_end_at_their_timeout(
     assert strays(hostile) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="restart_shell does not yet kill a setsid'd, double-forked orphan "
-    "(the agent change waits for the timeout-sweep work in agent.py to land)",
-)
 def test_orphans_never_hold_a_call_and_die_with_their_shell(hostile: Episode) -> None:
     started = time.monotonic()
     hostile.bash(  # four ways to leave a process behind, stdout still open in two
@@ -93,11 +88,6 @@ def test_a_thousand_short_lived_children_leave_no_zombie(hostile: Episode) -> No
     assert "<defunct>" not in hostile.bash("ps -ef")[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the agent parses the sentinel's status with int() and crashes on garbage "
-    "(the agent change waits for the timeout-sweep work in agent.py to land)",
-)
 def test_a_forged_sentinel_cannot_crash_the_agent(hostile: Episode) -> None:
     """The shell marks a command's end with a random token a command can read; printing
     one with garbage for a status must not take the sandbox down. (Its output may then

@@ -77,6 +77,35 @@ async def test_timeout_kills_everything_the_command_started(sandbox: DockerSandb
     assert after.output.endswith("yes\n") and after.exit_code == 0
 
 
+async def test_timeout_kills_late_and_double_forks_under_load(sandbox: DockerSandbox) -> None:
+    """The timeout sweep races a loaded container: CPU hogs (the sandbox has one CPU),
+    a loop that forks on and on, forks that come due around the deadline, double forks
+    in their own sessions, and the rest of the command line, which the shell runs after
+    the timeout (`sleep 300; sleep 305 & ...`). All of it dies; the shell, its state and
+    an earlier background job survive."""
+    await sandbox.shell("export KEPT=yes; sleep 200 &")
+    command = "\n".join(
+        [
+            "for i in 1 2 3; do (exec -a orsbox-hog bash -c 'while :; do :; done') & done",
+            "(while :; do setsid sleep 304 & sleep 0.02; done) &",
+            "for d in 1.9 1.95 2 2.05 2.1; do (sleep $d; setsid sleep 303 &) & done",
+            "bash -c 'trap \"\" TERM; sleep 301' & ( setsid bash -c 'trap \"\" TERM; sleep 302' & )",
+            "sleep 300; sleep 305 & ( setsid sleep 306 & )",
+        ]
+    )
+    start = time.monotonic()
+    result = await sandbox.shell(command, timeout_s=2)
+    assert time.monotonic() - start < 4.0
+    assert result.timed_out and result.exit_code is None
+    assert "timed out" in result.output and "restarted" not in result.output, result.output
+    ps = await processes(sandbox)
+    for leftover in ("orsbox-hog", *(f"sleep {n}" for n in range(300, 307))):
+        assert leftover not in ps, ps
+    assert "sleep 200" in ps
+    after = await sandbox.shell("echo $KEPT")
+    assert after.output.endswith("yes\n") and after.exit_code == 0
+
+
 async def test_a_busy_shell_is_killed_and_restarted(sandbox: DockerSandbox) -> None:
     start = time.monotonic()
     result = await sandbox.shell("while :; do :; done", timeout_s=1)
@@ -106,6 +135,36 @@ async def test_restart_shell(sandbox: DockerSandbox) -> None:
     await sandbox.restart_shell()
     assert (await sandbox.shell("echo ${X:-unset}")).output == "unset\n"
     assert "sleep 250" not in await processes(sandbox)
+
+
+async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
+    sandbox: DockerSandbox,
+) -> None:
+    """A double fork that called setsid has left the shell's tree and session; restart
+    still finds it. A one-off exec's daemon (an environment's setup starting a service)
+    is not the shell's and lives on."""
+    await sandbox.exec("(setsid sleep 261 > /dev/null 2>&1 &)")
+    await sandbox.shell("(setsid sleep 262 > /dev/null 2>&1 &); (setsid bash -c 'sleep 263' &)")
+    before = await processes(sandbox)
+    assert all(f"sleep {n}" in before for n in (261, 262, 263)), before
+    await sandbox.restart_shell()
+    ps = await processes(sandbox)
+    assert "sleep 261" in ps
+    assert "sleep 262" not in ps and "sleep 263" not in ps, ps
+
+
+SENTINEL_TOKEN = "$(declare -f __orsbox_p | sed -n 's/.*000\\([0-9a-f]*\\):.*/\\1/p')"
+
+
+async def test_a_look_alike_sentinel_is_output(sandbox: DockerSandbox) -> None:
+    """A command can read the shell's token; the token followed by anything but a
+    status and NUL is just output, and the call still ends at the real sentinel."""
+    forged = "\\000%s:1234\\000 \\000%s:12x \\000%s:\\000 \\000%s:"
+    command = f"t={SENTINEL_TOKEN}; printf '{forged}' $t $t $t $t; echo; echo after; false"
+    result = await sandbox.shell(command)
+    assert result.exit_code == 1, result.output
+    assert result.output.endswith("after\n") and ":1234" in result.output, result.output
+    assert (await sandbox.shell("echo next")).output == "next\n"
 
 
 def peak_rss_kib() -> int:

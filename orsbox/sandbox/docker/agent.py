@@ -46,6 +46,9 @@ READ_CHUNK = 65536
 POLL_S = 0.05  # how often running children are polled for exit while work is active
 SHELL_GRACE_S = 0.5  # after a timeout sweep, how long the shell gets to print its sentinel
 SWEEP_LIMIT_S = 3.0  # a kill sweep repeats until quiet, but not for longer than this
+STOP_WAIT_S = 0.5  # how long a sweep waits for the shell to show as stopped
+DEATH_WAIT_S = 1.0  # how long a timed-out call's reply waits for its killed processes to die
+STATUS_MAX = 3  # digits in the sentinel's exit status ($? is 0-255)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
@@ -140,21 +143,72 @@ def ancestry_root(pid, table, roots):
     return pid
 
 
-def kill_sweep(select_victims):
-    """SIGKILL what `select_victims(table)` names, again and again until a pass finds
-    nothing new (a fork bomb keeps forking while it is being killed). Returns the count."""
-    killed = set()
+def process_state(pid):
+    """(state, start_tick) from /proc/PID/stat, or None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    return rest[0], int(rest[19])
+
+
+def kill_sweep(select_victims, killed=None):
+    """SIGKILL what `select_victims(table)` names, pass after pass until two passes in a
+    row find nothing new (a fork bomb keeps forking while it is being killed). Returns
+    how many were new; `killed` collects (pid, start tick) of each, so a caller that
+    sweeps again does not count a process that is still dying as a new one.
+
+    SIGKILL, not SIGSTOP then SIGKILL: the kernel cancels a fork whose parent has a
+    SIGKILL pending, while a fork in flight when SIGSTOP arrives still completes, its
+    child possibly appearing after the pass that would have found it. So a child either
+    exists when its parent's SIGKILL returns, and the next pass sees it, or never will."""
+    killed = set() if killed is None else killed
+    before, quiet = len(killed), 0
     deadline = time.time() + SWEEP_LIMIT_S
-    while time.time() < deadline:
+    while quiet < 2 and time.time() < deadline:
         table = process_table()
-        victims = [p for p in select_victims(table) if table[p][3] != b"Z" and p not in killed]
-        if not victims:
-            break
+        victims = set()
+        for pid in select_victims(table):
+            entry = table.get(pid)
+            if entry is not None and entry[3] != b"Z" and (pid, entry[2]) not in killed:
+                victims.add(pid)
+        quiet = 0 if victims else quiet + 1
         for pid in victims:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            killed.add(pid)
-    return len(killed)
+            killed.add((pid, table[pid][2]))
+    return len(killed) - before
+
+
+def wait_stopped(pid):
+    """Until `pid`, sent SIGSTOP, shows as stopped (or dead), for at most STOP_WAIT_S.
+    A process stops only on its way back to user space: a fork() it was in the middle
+    of has finished, and its child is in /proc, once it shows as stopped."""
+    deadline = time.time() + STOP_WAIT_S
+    while True:
+        state = process_state(pid)
+        if state is None or state[0] in (b"T", b"t", b"Z", b"X") or time.time() >= deadline:
+            return
+        time.sleep(0.0002)
+
+
+def wait_dead(killed):
+    """Until every killed (pid, start tick) is gone or a zombie, for at most DEATH_WAIT_S:
+    a reply that says the processes were killed must not reach a caller who then still
+    sees them (under load a SIGKILLed process can take a while to get the CPU it needs
+    to die)."""
+    pending = set(killed)
+    deadline = time.time() + DEATH_WAIT_S
+    while pending:
+        for key in list(pending):
+            state = process_state(key[0])
+            if state is None or state[0] in (b"Z", b"X") or state[1] != key[1]:
+                pending.discard(key)
+        if not pending or time.time() >= deadline:
+            return
+        time.sleep(0.001)
 
 
 class OomCounter:
@@ -239,7 +293,9 @@ class ShellCall:
         self.start_tick = now_tick()
         self.oom_before = oom_count()
         self.timed_out = False
-        self.grace = 0.0
+        self.grace = 0.0  # once timed out: when the shell is killed if still not back
+        self.next_sweep = 0.0
+        self.killed = set()  # (pid, start tick) of each process a timeout sweep killed
         self.notes = notes
 
 
@@ -272,6 +328,7 @@ class Shell:
             stdin=subprocess.PIPE,
             stdout=out_w,
             stderr=out_w,
+            env=dict(os.environ, **{SHELL_MARK_NAME: "1"}),
             pass_fds=(cmd_r,),
             start_new_session=True,
             preexec_fn=raise_oom_score,
@@ -307,22 +364,36 @@ class Shell:
             os.close(self.out_r)
             self.out_open = False
 
-    def kill(self):
-        """Kill bash, everything it started and everything in its session."""
+    def kill(self, call=None):
+        """Kill bash and everything it started: its descendants, its session, and what
+        left both (a double fork that called setsid is neither in the session nor, once
+        its parent is gone, a descendant): `escaped_from_shell` finds those by the mark
+        in their environment and, given the running `call`, `timeout_victims` by when
+        they started."""
         pid = self.proc.pid
+        if self.proc.returncode is None:  # a reaped pid could be someone else's
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # first: a dead shell starts nothing more
+        if call is not None:  # counted in the call's note, waited for before its reply
+            kill_sweep(lambda table: self.timeout_victims(table, call), call.killed)
 
         def victims(table):
-            return [p for p in table if table[p][1] == pid or ancestry_root(p, table, {pid}) == pid]
+            out = [p for p in table if table[p][1] == pid or ancestry_root(p, table, {pid}) == pid]
+            out += escaped_from_shell(table)
+            return out + self.timeout_victims(table, call) if call is not None else out
 
-        kill_sweep(victims)
+        killed = set()
+        kill_sweep(victims, killed)
         self.proc.wait()
         self.forget()
+        wait_dead(killed)  # whoever asked for the kill must not still see them
 
     def restart(self):
-        if self.call is not None:
-            self.finish(None, "[orsbox: the shell was restarted while this command ran]")
+        call = self.call
         if self.proc is not None:
-            self.kill()
+            self.kill(call)
+        if call is not None:
+            self.finish(None, "[orsbox: the shell was restarted while this command ran]")
         self.start()
 
     # -- calls
@@ -347,6 +418,12 @@ class Shell:
 
     def finish(self, code, note=None):
         call, self.call = self.call, None
+        if call.timed_out:
+            call.notes.append(
+                f"[orsbox: timed out after {call.timeout:g}s;"
+                f" killed {len(call.killed)} process(es) it started]"
+            )
+            wait_dead(call.killed)
         if note:
             call.notes.append(note)
         self.agent.reply_result(call, None if call.timed_out else code)
@@ -366,26 +443,45 @@ class Shell:
         self.scan(self.pending + data)
 
     def scan(self, data):
-        """Split the stream at the sentinel, which a read may have cut in two."""
+        """Split the stream at the sentinel, which a read may have cut in two.
+
+        A command can read the shell's token (`declare -f`) and print a look-alike: only
+        the token followed by a status of 1-3 digits and NUL ends the call; anything
+        else after the token is output. A look-alike with a valid status does end the
+        call early (the rest of its output then joins the next call's)."""
         if self.call is None:
             self.between.add(data)
             self.pending = b""
             return
-        at = data.find(self.sentinel)
-        if at < 0:
-            keep = max(len(data) - len(self.sentinel) - 12, 0)
-            self.call.capture.add(data[:keep])
-            self.pending = data[keep:]
-            return
-        end = data.find(b"\0", at + len(self.sentinel))
+        start = 0
+        while True:
+            at = data.find(self.sentinel, start)
+            if at < 0:
+                keep = max(len(data) - len(self.sentinel) - STATUS_MAX, 0)
+                self.call.capture.add(data[:keep])
+                self.pending = data[keep:]
+                return
+            status_at = at + len(self.sentinel)
+            status = data[status_at : status_at + STATUS_MAX + 1]
+            end = status.find(b"\0")
+            if end > 0 and status[:end].isdigit():
+                break
+            if end < 0 and len(status) <= STATUS_MAX and (status.isdigit() or not status):
+                self.call.capture.add(data[:at])  # the rest of it is still on its way
+                self.pending = data[at:]
+                return
+            start = at + 1  # not a sentinel: output
         self.call.capture.add(data[:at])
-        if end < 0:
-            self.pending = data[at:]
-            return
         self.pending = b""
-        self.finish(int(data[at + len(self.sentinel) : end] or b"1"))
-        if end + 1 < len(data):
-            self.between.add(data[end + 1 :])
+        if self.call.timed_out:
+            # The shell is back at its prompt: what the rest of the command line started
+            # after the last sweep (`sleep 9; daemon &`) is found now. No need to stop
+            # it: it printed the sentinel, so every fork the command line made is done.
+            self.sweep(self.call, hold=False)
+        self.finish(int(status[:end]))
+        rest = data[status_at + end + 1 :]
+        if rest:
+            self.between.add(rest)
 
     def drain(self):
         while self.out_open:
@@ -407,54 +503,114 @@ class Shell:
             return
         if self.proc.poll() is not None:
             self.on_shell_exit()
-        elif not call.timed_out and time.time() >= call.deadline:
-            self.on_timeout(call)
-        elif call.timed_out and (time.time() >= call.grace or self.sweep(call)):
-            # Still busy after its processes died: a builtin loop, or the rest of the
-            # command line starting new processes. Only killing the shell stops it.
-            self.kill()
+        elif not call.timed_out:
+            if time.time() >= call.deadline:
+                self.on_timeout(call)
+        elif time.time() >= call.grace:
+            # Still not back at its prompt: a builtin loop, or the rest of the command
+            # line starting process after process. Only killing the shell stops it.
+            self.kill(call)
             self.finish(None, SHELL_KILLED)
             self.start()
+        elif time.time() >= call.next_sweep:
+            # The shell may be running the rest of the command line (`sleep 9; make`):
+            # what that starts is killed too, until the shell is back at its prompt. Each
+            # command it runs is a child of it; only a new one is worth stopping it for
+            # (a loaded shell that is merely on its way back should not be held up).
+            call.next_sweep = time.time() + POLL_S
+            known = call.earlier_jobs | {pid for pid, _ in call.killed}
+            if read_children(self.children) - known:
+                self.sweep(call)
 
     def on_shell_exit(self):
         self.drain()
         if self.call is None:  # the sentinel made it out first
             return
         code = exit_code_of(self.proc.returncode)
+        if self.call.timed_out:
+            self.sweep(self.call)
         self.forget()
         self.finish(code, f"[orsbox: the shell exited (code {code}); a fresh shell was started]")
         self.start()
 
     def on_timeout(self, call):
-        """Kill what the command started; the shell is stopped meanwhile so it cannot
-        start the next part of the command line between two sweeps."""
         call.timed_out = True
-        with contextlib.suppress(OSError):
-            os.kill(self.proc.pid, signal.SIGSTOP)
-        n = self.sweep(call)
-        with contextlib.suppress(OSError):
-            os.kill(self.proc.pid, signal.SIGCONT)
-        call.notes.append(
-            f"[orsbox: timed out after {call.timeout:g}s; killed {n} process(es) it started]"
-        )
+        self.sweep(call)
         call.grace = time.time() + SHELL_GRACE_S
+        call.next_sweep = time.time() + POLL_S
 
-    def sweep(self, call):
-        return kill_sweep(lambda table: self.timeout_victims(table, call.start_tick))
+    def sweep(self, call, hold=True):
+        """Kill what the command started (`timeout_victims`). With `hold` the shell is
+        stopped meanwhile, so it cannot start the next part of the command line between
+        two passes. Returns how many processes were new to `call.killed`.
 
-    def timeout_victims(self, table, since):
+        The shell is known to be stopped before the first pass: SIGSTOP takes effect
+        only on its way back to user space, so a fork it is in the middle of completes
+        and the child would appear after passes that had already looked."""
+        shell = self.proc.pid
+        held = hold and self.proc.returncode is None  # a reaped pid could be another's
+        if held:
+            with contextlib.suppress(OSError):
+                os.kill(shell, signal.SIGSTOP)
+            wait_stopped(shell)
+        try:
+            return kill_sweep(lambda table: self.timeout_victims(table, call), call.killed)
+        finally:
+            if held:
+                with contextlib.suppress(OSError):
+                    os.kill(shell, signal.SIGCONT)
+
+    def timeout_victims(self, table, call):
         """What the command started: descendants of the shell, and orphans (parent 1)
-        that began after it, except what a one-off exec or a `docker exec` owns."""
+        that began after it, except what a one-off exec or a `docker exec` owns, and the
+        background jobs of earlier calls (with what they started)."""
         me, shell = os.getpid(), self.proc.pid
-        protected = self.agent.exec_pids() | self.call.earlier_jobs
+        protected = self.agent.exec_pids() | call.earlier_jobs
+        since = call.start_tick
         out = []
         for pid, (_, sid, start, _) in table.items():
             if pid in (1, me, shell) or start < since or sid in protected:
                 continue
             root = ancestry_root(pid, table, protected | {shell, me})
-            if root == shell or (root not in protected and root != me and table[root][0] == 1):
+            # (a root missing from the table: a parent that vanished while the table was
+            # read; the sweep's next pass, which must also come up empty, looks again)
+            orphan = root in table and table[root][0] == 1
+            if root == shell or (orphan and root not in protected and root != me):
                 out.append(pid)
         return out
+
+
+SHELL_MARK_NAME = "ORSBOX_SHELL"  # set in the shell's environment, so inherited by what it starts
+SHELL_MARK = SHELL_MARK_NAME.encode() + b"=1\0"
+
+
+def carries_shell_mark(pid):
+    """Whether the process started with the shell's mark in its environment: how a
+    process the shell started is known after it has left the shell's tree and session
+    (`setsid` in a double fork). One that cleared its environment is not recognised;
+    it still dies with the sandbox."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return SHELL_MARK in b"\0" + f.read()
+    except OSError:
+        return False
+
+
+def escaped_from_shell(table):
+    """Orphans the shell started (their oldest living ancestor's parent is init), with
+    everything they started. Not the container's own command, the agent or a one-off
+    exec's orphans: none of them carries the shell's mark."""
+    marked = {}
+    out = []
+    for pid in table:
+        root = ancestry_root(pid, table, ())
+        if root not in table or table[root][0] != 1:
+            continue
+        if root not in marked:
+            marked[root] = carries_shell_mark(root)
+        if marked[root]:
+            out.append(pid)
+    return out
 
 
 SHELL_KILLED = (
@@ -480,6 +636,7 @@ class ExecCall:
         self.deadline = self.started + self.timeout
         self.oom_before = oom_count()
         self.timed_out, self.exited_at, self.notes = False, None, []
+        self.killed = set()
         self.stdin = memoryview(stdin)
         self.proc = self.spawn(req, bool(stdin))
         os.set_blocking(self.proc.stdout.fileno(), False)
@@ -543,7 +700,8 @@ class ExecCall:
             self.timed_out = True
             pid = self.proc.pid
             n = kill_sweep(
-                lambda t: [p for p in t if t[p][1] == pid or ancestry_root(p, t, {pid}) == pid]
+                lambda t: [p for p in t if t[p][1] == pid or ancestry_root(p, t, {pid}) == pid],
+                self.killed,
             )
             self.notes.append(
                 f"[orsbox: timed out after {self.timeout:g}s; killed {n} process(es)]"
@@ -563,6 +721,8 @@ class ExecCall:
             self.agent.sel.unregister(self.proc.stdin.fileno())
             self.proc.stdin.close()
         del self.agent.execs[self.rid]
+        if self.timed_out:
+            wait_dead(self.killed)
         code = exit_code_of(self.proc.returncode)
         self.agent.reply_result(self, None if self.timed_out else code)
 
