@@ -55,6 +55,18 @@ class Settings(BaseSettings):
 
     # -- what environments may ask of the sandbox (operator policy) ----------------------
     allow_network: bool = Field(default=False, description="let environments enable networking")
+    allow_host_network: bool = Field(
+        default=False, description="let environments share the host's network stack"
+    )
+    allow_privileged: bool = Field(default=False, description="let environments run privileged")
+    allow_docker_socket: bool = Field(
+        default=False, description="let environments mount the Docker socket (or any socket)"
+    )
+    allow_host_mounts: bool = Field(
+        default=False,
+        description="let environments mount host paths writable, or system folders; "
+        "read-only data mounts need no permission",
+    )
     allow_cap_add: list[str] = Field(
         default_factory=list, description="capabilities environments may add back"
     )

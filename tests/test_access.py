@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import httpx
@@ -13,7 +16,7 @@ from ors.client import ORS
 
 from orsbox.authoring.standard_tools import BashTool
 from orsbox.errors import PolicyViolation
-from orsbox.sandbox import SandboxLimits
+from orsbox.sandbox import HostMount, SandboxLimits
 from orsbox.server import create_app
 from orsbox.settings import Settings
 from tests.conftest import PROTOCOL_ENVS
@@ -129,6 +132,60 @@ def test_policy_refuses_networks_and_capabilities_unless_allowed() -> None:
     with pytest.raises(PolicyViolation, match="capabilities NET_ADMIN"):
         create_app([Capable], Settings(), sandbox_backend=FakeHealth(None))
     create_app([Capable], Settings(allow_cap_add=["NET_ADMIN"]), sandbox_backend=FakeHealth(None))
+
+
+def refusal(limits: SandboxLimits, settings: Settings | None = None) -> str | None:
+    """The load-time error for an environment asking for `limits`, or None if allowed."""
+    env = type("Asking", (Networked,), {"limits": limits})
+    try:
+        create_app([env], settings or Settings(), sandbox_backend=FakeHealth(None))
+    except PolicyViolation as e:
+        return str(e)
+    return None
+
+
+def test_policy_refuses_host_network_and_privileged_mode_unless_allowed() -> None:
+    host = SandboxLimits(network="host")
+    assert "the host's network" in (refusal(host) or "")
+    assert "ORSBOX_ALLOW_HOST_NETWORK=1" in (refusal(host, Settings(allow_network=True)) or "")
+    assert refusal(host, Settings(allow_host_network=True)) is None
+    privileged = SandboxLimits(privileged=True)
+    assert "'asking' asks for privileged mode" in (refusal(privileged) or "")
+    assert refusal(privileged, Settings(allow_privileged=True)) is None
+
+
+def mount(source: Path | str, read_only: bool = True) -> SandboxLimits:
+    return SandboxLimits(mounts=(HostMount(source=str(source), target="/d", read_only=read_only),))
+
+
+def test_read_only_data_mounts_need_no_permission(tmp_path: Path) -> None:
+    assert refusal(mount(tmp_path)) is None
+
+
+def test_policy_refuses_writable_and_system_mounts_unless_allowed(tmp_path: Path) -> None:
+    writable = refusal(mount(tmp_path, read_only=False)) or ""
+    assert f"a mount of {tmp_path}, writable" in writable and "ALLOW_HOST_MOUNTS" in writable
+    (tmp_path / "etc-link").symlink_to("/etc")
+    for system in ("/", "/etc", "/etc/ssl", "/var", "/root", "/proc", tmp_path / "etc-link"):
+        assert "a system folder" in (refusal(mount(system)) or ""), system
+    assert "(-> /etc)" in (refusal(mount(tmp_path / "etc-link")) or "")
+    allowed = Settings(allow_host_mounts=True)
+    assert refusal(mount("/etc", read_only=False), allowed) is None
+
+
+def test_policy_refuses_the_docker_socket_even_read_only(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(tmp_path / "engine.sock"))
+        message = refusal(mount(tmp_path / "engine.sock"), Settings(allow_host_mounts=True))
+        assert "a socket" in (message or "") and "ORSBOX_ALLOW_DOCKER_SOCKET=1" in (message or "")
+        allowed = Settings(allow_docker_socket=True)
+        assert refusal(mount(tmp_path / "engine.sock"), allowed) is None
+    if os.path.lexists("/var/run/docker.sock"):  # the engine runs
+        assert "a socket" in (refusal(mount("/var/run/docker.sock")) or "")
+
+
+def test_a_missing_mount_source_is_refused_at_load(tmp_path: Path) -> None:
+    assert "does not exist on this host" in (refusal(mount(tmp_path / "missing")) or "")
 
 
 class FakeHealth:

@@ -95,7 +95,7 @@ def test_unknown_tool(tmp: Path) -> None:
 def test_unknown_fields_name_what_is_allowed(tmp: Path) -> None:
     message = error(tmp, GOOD.replace('memory = "256m"', 'memroy = "256m"'))
     assert (
-        "limits.memroy: unknown field; allowed here: cpus, disk, max_timeout_s, memory" in message
+        "limits.memroy: unknown field; allowed here: cap_add, cpus, disk, max_timeout_s" in message
     )
     message = error(tmp, GOOD.replace('name = "demo"', 'name = "demo"\nimage_name = "x"'))
     assert "image_name: unknown field; allowed here: build, description, env, grader" in message
@@ -178,9 +178,37 @@ def test_sizes() -> None:
 
 
 def test_disk_limit() -> None:
-    limits = LimitsConfig(disk="64m").sandbox_limits()
+    limits = LimitsConfig(disk="64m").sandbox_limits(Path("."))
     assert limits.disk_bytes == 64 * 1024**2
-    assert LimitsConfig().sandbox_limits().disk_bytes is None
+    assert LimitsConfig().sandbox_limits(Path(".")).disk_bytes is None
+
+
+def test_mounts_privileges_and_network(tmp: Path) -> None:
+    (tmp / "data").mkdir()
+    config = LimitsConfig.model_validate(
+        {
+            "network": "host",
+            "privileged": True,
+            "cap_add": ["NET_ADMIN"],
+            "mounts": [{"source": "data", "target": "/data"}],
+        }
+    )
+    limits = config.sandbox_limits(tmp)
+    assert limits.network == "host" and limits.privileged and limits.cap_add == ("NET_ADMIN",)
+    (mount,) = limits.mounts
+    assert mount.source == str((tmp / "data").resolve()) and mount.target == "/data"
+    assert mount.read_only
+
+
+def test_a_mount_source_must_exist_and_its_target_be_absolute(tmp: Path) -> None:
+    mount = 'timeout_s = 5\nmounts = [{ source = "nowhere", target = "%s" }]'
+    message = error(tmp, GOOD.replace("timeout_s = 5", mount % "/data"))
+    assert "limits.mounts[0].source: no such path" in message, message
+    (tmp / "nowhere").mkdir()
+    env = manifest_environment(make(tmp, GOOD.replace("timeout_s = 5", mount % "/data")))
+    assert env.limits.mounts[0].source == str((tmp / "nowhere").resolve())
+    message = error(tmp, GOOD.replace("timeout_s = 5", mount % "data"))
+    assert "limits.mounts[0].target: must be an absolute path" in message, message
 
 
 def test_bundled_manifests_load() -> None:

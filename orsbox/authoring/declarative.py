@@ -204,7 +204,7 @@ def _class_attributes(manifest: Manifest, path: Path, image: str | None) -> dict
         "split_tasks": _load_tasks(manifest, path),
         "grader": Grader(manifest.grader, path.parent, manifest.workdir, limits.output_bytes),
         "image": image or manifest.image_tag,
-        "limits": limits.sandbox_limits(),
+        "limits": limits.sandbox_limits(path.parent),
         "workdir": manifest.workdir,
         "container_env": dict(manifest.env),
         "exec_timeout_s": limits.timeout_s,

@@ -3,7 +3,8 @@
     name, description, image, prompt, tools, workdir, env    the environment
     [build]      how to make `image` from a Dockerfile when it is missing
     [[splits]]   name, type, tasks (a JSONL or Parquet file)
-    [limits]     per-call timeout and output cap; memory, cpus, pids, network, disk
+    [limits]     per-call timeout and output cap; memory, cpus, pids, disk; network,
+                 privileged, cap_add, mounts (what widens these is operator policy)
     [setup]      host folders copied in, and a command run, before the first call
     [grader]     the command that sets the reward when the agent calls `submit`
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orsbox.authoring.container import BASE_IMAGE
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.errors import ManifestError
-from orsbox.sandbox.base import EXEC_TIMEOUT_S, OUTPUT_CAP_BYTES, SandboxLimits
+from orsbox.sandbox.base import EXEC_TIMEOUT_S, OUTPUT_CAP_BYTES, HostMount, SandboxLimits
 
 MANIFEST_NAME = "orsbox.toml"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"  # also a docker repository name component
@@ -60,6 +61,23 @@ class BuildConfig(_Strict):
     base_image: str = Field(default=BASE_IMAGE, description="passed as build-arg BASE_IMAGE")
 
 
+class MountConfig(_Strict):
+    source: str = Field(min_length=1, description="host path, relative to the manifest's folder")
+    target: str = Field(description="absolute path in the sandbox")
+    read_only: bool = True
+
+    @field_validator("target")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or value.rstrip("/") == "":
+            raise ValueError("must be an absolute path other than /")
+        return value
+
+    def host_mount(self, folder: Path) -> HostMount:
+        source = (folder / self.source).resolve()
+        return HostMount(source=str(source), target=self.target, read_only=self.read_only)
+
+
 class LimitsConfig(_Strict):
     timeout_s: float = Field(default=EXEC_TIMEOUT_S, gt=0, description="per tool call")
     max_timeout_s: float = Field(default=600.0, gt=0, description="largest an agent may ask")
@@ -69,7 +87,14 @@ class LimitsConfig(_Strict):
     )
     cpus: float = Field(default=1.0, gt=0)
     pids: int = Field(default=512, gt=8)
-    network: bool = False
+    network: bool | Literal["host"] = Field(
+        default=False, description='true: a network with outbound access; "host": the host\'s'
+    )
+    privileged: bool = False
+    cap_add: list[str] = Field(default_factory=list, description="capabilities added back")
+    mounts: list[MountConfig] = Field(
+        default_factory=list, description="host paths bound in; read-only unless asked"
+    )
     disk: int | str | None = Field(
         default=None, description="bound on each writable folder; the rest is read-only"
     )
@@ -84,12 +109,16 @@ class LimitsConfig(_Strict):
     def _disk(cls, value: int | str | None) -> int | None:
         return None if value is None else parse_size(value)
 
-    def sandbox_limits(self) -> SandboxLimits:
+    def sandbox_limits(self, folder: Path) -> SandboxLimits:
+        """The limits, with mount sources made absolute from the manifest's `folder`."""
         return SandboxLimits(
             memory_bytes=int(self.memory),
             cpus=self.cpus,
             pids=self.pids,
             network=self.network,
+            privileged=self.privileged,
+            cap_add=tuple(self.cap_add),
+            mounts=tuple(m.host_mount(folder) for m in self.mounts),
             disk_bytes=None if self.disk is None else int(self.disk),
         )
 
@@ -271,6 +300,10 @@ def check_paths(manifest: Manifest, path: Path) -> None:
         (f"splits[{i}].tasks", s.tasks, "file") for i, s in enumerate(manifest.splits)
     ]
     wanted += [(f"setup.copy.{src!r}", src, "folder") for src in manifest.setup.copy_dirs]
+    wanted += [
+        (f"limits.mounts[{i}].source", m.source, "path")
+        for i, m in enumerate(manifest.limits.mounts)
+    ]
     if manifest.grader.files:
         wanted.append(("grader.files", manifest.grader.files, "folder"))
     if manifest.build:
@@ -278,6 +311,7 @@ def check_paths(manifest: Manifest, path: Path) -> None:
         wanted.append(("build.context", manifest.build.context, "folder"))
     for field, relative, kind in wanted:
         target = folder / relative
-        exists = target.is_file() if kind == "file" else target.is_dir()
+        checks = {"file": target.is_file, "folder": target.is_dir, "path": target.exists}
+        exists = checks[kind]()
         if not exists:
             raise ManifestError(f"{path}: {field}: no such {kind}: {target}")

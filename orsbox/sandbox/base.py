@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 EXEC_TIMEOUT_S = 60.0
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -48,15 +48,40 @@ class ExecResult:
     duration_s: float = 0.0
 
 
+class HostMount(BaseModel):
+    """A host path bound into the sandbox: read-only data (a dataset, a reference repo)
+    is what environments normally need. A writable mount, a system folder or the Docker
+    socket is for the operator to allow (`orsbox.server.policy`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="absolute path on the host")
+    target: str = Field(description="absolute path in the sandbox")
+    read_only: bool = True
+
+    @field_validator("source", "target")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if not path.startswith("/"):
+            raise ValueError(f"must be an absolute path, not {path!r}")
+        return path
+
+
 class SandboxLimits(BaseModel):
-    """Resource limits and hardening for one sandbox. Defaults are the safe choice."""
+    """Resource limits and hardening for one sandbox. Defaults are the safe choice;
+    `network`, `privileged`, `cap_add` and `mounts` widen what a hostile agent can reach,
+    so the server refuses an environment that asks for more than its operator allows."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     memory_bytes: int = Field(default=1024**3, gt=0, description="hard memory limit (no swap)")
     cpus: float = Field(default=1.0, gt=0)
     pids: int = Field(default=512, gt=8, description="max processes/threads")
-    network: bool = Field(default=False, description="False: only a loopback interface")
+    network: bool | Literal["host"] = Field(
+        default=False,
+        description="False: only a loopback interface; True: a network of its own, with "
+        'outbound access; "host": the host\'s network stack',
+    )
     disk_bytes: int | None = Field(
         default=None,
         gt=0,
@@ -65,6 +90,8 @@ class SandboxLimits(BaseModel):
         "filesystem is read-only; these folders live in memory, within memory_bytes",
     )
     cap_add: tuple[str, ...] = ()
+    privileged: bool = False
+    mounts: tuple[HostMount, ...] = ()
     read_only_root: bool = False
 
 

@@ -1,21 +1,42 @@
 """The operator's sandbox policy, checked when the server loads its environments.
 
-What an environment may ask of its container is bounded twice: `SandboxLimits` cannot
-even express privileged mode, host mounts, the Docker socket or host networking (its
-fields are closed), and what it can express that widens the attack surface — a
-network, added capabilities — must also be allowed by the server's settings. A refused
-environment stops the server at load time with a message saying how to allow it.
+An environment's `SandboxLimits` can ask for what widens a hostile agent's reach: a
+network, the host's network, privileged mode, added capabilities, host mounts. Read-only
+data mounts are allowed; everything else must also be allowed by the server's settings.
+A refused environment stops the server at load time with a message saying what was
+asked and which setting allows it, instead of a container starting with more than the
+operator meant to give.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+import stat
+from collections.abc import Iterator, Sequence
 
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.errors import PolicyViolation
+from orsbox.sandbox.base import HostMount, SandboxLimits
 from orsbox.settings import Settings
+
+# Host folders a read-only mount must neither be nor lie inside: they hold the host's
+# configuration, credentials, devices, kernel interfaces and the container engines.
+SYSTEM_FOLDERS = (
+    "/boot",
+    "/dev",
+    "/etc",
+    "/home",
+    "/proc",
+    "/root",
+    "/run",
+    "/sys",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+    "/var/run",
+)
+ENGINE_SOCKETS = ("docker.sock", "containerd.sock", "podman.sock")
 
 
 def check_policy(environments: Sequence[type[Environment]], settings: Settings) -> None:
@@ -26,15 +47,64 @@ def check_policy(environments: Sequence[type[Environment]], settings: Settings) 
 
 def _check_one(env_cls: type[ContainerEnvironment], settings: Settings) -> None:
     name = env_cls.name().lower()
-    limits = env_cls.limits
-    if limits.network and not settings.allow_network:
+    for mount in env_cls.limits.mounts:
+        if not os.path.lexists(mount.source):
+            raise PolicyViolation(
+                f"environment {name!r} mounts {mount.source}, which does not exist on this host"
+            )
+    for asked, allow_with in refusals(env_cls.limits, settings):
         raise PolicyViolation(
-            f"environment {name!r} asks for a network; this server does not allow it "
-            "(allow with ORSBOX_ALLOW_NETWORK=1)"
+            f"environment {name!r} asks for {asked}; this server does not allow it "
+            f"(allow with {allow_with})"
         )
+
+
+def refusals(limits: SandboxLimits, settings: Settings) -> Iterator[tuple[str, str]]:
+    """(what was asked, the setting that allows it) for each request `settings` refuse."""
+    if limits.network == "host" and not settings.allow_host_network:
+        yield "the host's network", "ORSBOX_ALLOW_HOST_NETWORK=1"
+    elif limits.network is True and not settings.allow_network:
+        yield "a network", "ORSBOX_ALLOW_NETWORK=1"
+    if limits.privileged and not settings.allow_privileged:
+        yield "privileged mode", "ORSBOX_ALLOW_PRIVILEGED=1"
     refused = sorted(set(limits.cap_add) - set(settings.allow_cap_add))
     if refused:
-        raise PolicyViolation(
-            f"environment {name!r} asks for capabilities {', '.join(refused)}; this server "
-            f"does not allow them (allow with ORSBOX_ALLOW_CAP_ADD='{json.dumps(refused)}')"
+        yield (
+            f"capabilities {', '.join(refused)}",
+            f"ORSBOX_ALLOW_CAP_ADD='{json.dumps(refused)}'",
         )
+    for mount in limits.mounts:
+        yield from _mount_refusals(mount, settings)
+
+
+def _mount_refusals(mount: HostMount, settings: Settings) -> Iterator[tuple[str, str]]:
+    source = os.path.realpath(mount.source)  # a link must not dress up what it points to
+    what = f"a mount of {mount.source}" + (f" (-> {source})" if source != mount.source else "")
+    if _is_socket(source):
+        if not settings.allow_docker_socket:
+            yield (
+                f"{what}: a socket, a way into a host service such as the Docker engine",
+                "ORSBOX_ALLOW_DOCKER_SOCKET=1",
+            )
+    elif not settings.allow_host_mounts:
+        if not mount.read_only:
+            yield f"{what}, writable", "ORSBOX_ALLOW_HOST_MOUNTS=1 (or read_only = true)"
+        elif _is_system_path(source):
+            yield f"{what}: a system folder", "ORSBOX_ALLOW_HOST_MOUNTS=1"
+
+
+def _is_socket(path: str) -> bool:
+    """A socket, or named as an engine's socket (refused even before the engine runs)."""
+    try:
+        is_socket = stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        is_socket = False
+    return is_socket or os.path.basename(path) in ENGINE_SOCKETS
+
+
+def _is_system_path(path: str) -> bool:
+    """`path` is a system folder, lies inside one, or holds one (`/`, `/var`)."""
+    return any(
+        path == folder or path.startswith(folder + "/") or folder.startswith(path.rstrip("/") + "/")
+        for folder in SYSTEM_FOLDERS
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orsbox.errors import SandboxFileError
-from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -133,6 +133,39 @@ async def test_network_when_asked(backend: DockerBackend, base_image: str) -> No
     sandbox = await backend.start(SandboxSpec(image=base_image, limits=SandboxLimits(network=True)))
     interfaces = (await sandbox.shell("ls /sys/class/net")).output.split()
     assert "lo" in interfaces and len(interfaces) > 1
+
+
+async def test_host_mounts_read_only_unless_asked(
+    backend: DockerBackend, base_image: str, tmp_path: Path
+) -> None:
+    data, scratch = tmp_path / "data", tmp_path / "scratch"
+    data.mkdir()
+    (data / "set.txt").write_text("dataset")
+    scratch.mkdir(mode=0o777)
+    scratch.chmod(0o777)  # the sandbox's user is not root
+    mounts = (
+        HostMount(source=str(data), target="/data"),
+        HostMount(source=str(scratch), target="/scratch", read_only=False),
+    )
+    spec = SandboxSpec(image=base_image, limits=SandboxLimits(mounts=mounts))
+    sandbox = await backend.start(spec)
+    assert await sandbox.read_file("/data/set.txt") == b"dataset"
+    with pytest.raises(SandboxFileError, match="read-only file system"):
+        await sandbox.write_file("/data/new.txt", b"x")
+    await sandbox.write_file("/scratch/out.txt", b"written")
+    assert (scratch / "out.txt").read_bytes() == b"written"
+
+
+async def test_privileged_and_host_network_when_asked(
+    backend: DockerBackend, base_image: str
+) -> None:
+    """What only an operator can allow (`orsbox.server.policy`) does reach docker."""
+    limits = SandboxLimits(privileged=True, network="host")
+    sandbox = await backend.start(SandboxSpec(image=base_image, limits=limits))
+    bounding = (await sandbox.shell("grep CapBnd /proc/self/status")).output
+    assert "CapBnd:\t0000000000000000" not in bounding, bounding
+    inside = (await sandbox.shell("ls /sys/class/net")).output.split()
+    assert "docker0" in inside, inside  # the engine's bridge: only the host has it
 
 
 async def test_hardening_defaults(sandbox: DockerSandbox) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import subprocess
 
-from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.agent import Capture
 from orsbox.sandbox.docker.channel import FrameReader, encode_frame
@@ -80,6 +80,19 @@ def test_container_defaults_and_overrides() -> None:
     assert options["nano_cpus"] == 500_000_000 and options["pids_limit"] == 64
     assert options["security_opt"] == ["no-new-privileges"] and options["auto_remove"]
     assert options["init"] is False and "user" not in options
+    assert "privileged" not in options and "mounts" not in options
     # sleeps forever once the agent has attached; ends by itself if it never does
     assert options["command"] == container_command()
     assert "sleep infinity" in options["command"][-1] and ATTACHED_MARKER in options["command"][-1]
+
+
+def test_what_only_an_operator_allows_reaches_the_container_options() -> None:
+    mount = HostMount(source="/srv/data", target="/data")
+    limits = SandboxLimits(network="host", privileged=True, mounts=(mount,))
+    options = container_options(SandboxSpec(image="img", limits=limits), "n", {}, {})
+    assert options["network_mode"] == "host" and options["privileged"] is True
+    (bind,) = options["mounts"]
+    assert (bind["Source"], bind["Target"], bind["Type"]) == ("/srv/data", "/data", "bind")
+    assert bind["ReadOnly"] is True
+    bridged = SandboxSpec(image="img", limits=SandboxLimits(network=True))
+    assert "network_mode" not in container_options(bridged, "n", {}, {})

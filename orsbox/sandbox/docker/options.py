@@ -9,6 +9,8 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
   - `auto_remove`: a container that exits disappears, whoever stopped it;
   - no network unless asked (only a loopback interface), memory limit without swap,
     cpu and pids limits, every capability dropped, no privilege gain through setuid;
+  - privileged mode, host networking, added capabilities and host mounts only as the
+    spec asks (the server's policy decides what an environment may ask for);
   - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`).
 """
 
@@ -18,7 +20,9 @@ import re
 import secrets
 from typing import Any
 
-from orsbox.sandbox.base import SandboxSpec
+from docker.types import Mount
+
+from orsbox.sandbox.base import HostMount, SandboxSpec
 
 ATTACH_GRACE_S = 120  # a start takes seconds, even in a burst (hello timeout: 30 s)
 ATTACHED_MARKER = "/dev/shm/.orsbox-attached"  # written by the agent's loader
@@ -41,6 +45,17 @@ def container_name(session_id: str) -> str:
     return f"orsbox-{safe}-{secrets.token_hex(3)}"
 
 
+def network_mode(network: bool | str) -> str | None:
+    """None is docker's default bridge: a network of the sandbox's own."""
+    if network == "host":
+        return "host"
+    return None if network else "none"
+
+
+def bind_mount(mount: HostMount) -> Mount:
+    return Mount(mount.target, mount.source, type="bind", read_only=mount.read_only)
+
+
 def container_options(
     spec: SandboxSpec,
     name: str,
@@ -60,13 +75,15 @@ def container_options(
         "auto_remove": True,
         "detach": True,
         "labels": labels,
-        "network_mode": None if limits.network else "none",
+        "network_mode": network_mode(limits.network),
         "mem_limit": limits.memory_bytes,
         "memswap_limit": limits.memory_bytes,
         "nano_cpus": int(limits.cpus * 1e9),
         "pids_limit": limits.pids,
         "cap_drop": ["ALL"],
         "cap_add": list(limits.cap_add) or None,
+        "privileged": limits.privileged or None,
+        "mounts": [bind_mount(m) for m in limits.mounts] or None,
         "security_opt": ["no-new-privileges"],
         "environment": dict(spec.env),
         "user": spec.user or None,
