@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 import orsbox
+from orsbox.authoring import SingleTask
 from orsbox.authoring.standard_tools import BashTool
 
 
@@ -47,16 +48,7 @@ def echo_env(sdk: ModuleType) -> type[Any]:
 Echo = echo_env(orsbox)
 
 
-class Shell(BashTool):
+class Shell(SingleTask, BashTool):
     """The base image with the persistent bash tool."""
 
-    @classmethod
-    def list_splits(cls) -> list[str]:
-        return ["test"]
-
-    @classmethod
-    def list_tasks(cls, split: str) -> list[dict[str, Any]]:
-        return [{}]
-
-    def get_prompt(self) -> list[Any]:
-        return [orsbox.TextBlock(text="shell")]
+    prompt = "shell"

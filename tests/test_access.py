@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from ors.client import ORS
 
+from orsbox.authoring import SingleTask
 from orsbox.authoring.standard_tools import BashTool
 from orsbox.errors import PolicyViolation
 from orsbox.sandbox import HostMount, SandboxLimits
@@ -108,15 +109,8 @@ def test_sessions_starting_at_once_are_bounded() -> None:
             client.post("/delete", headers={"X-Session-ID": f"s{i}"})
 
 
-class Networked(BashTool):
+class Networked(SingleTask, BashTool):
     limits = SandboxLimits(network=True)
-
-    @classmethod
-    def list_splits(cls):
-        return ["test"]
-
-    def get_prompt(self):
-        return []
 
 
 class Capable(Networked):

@@ -13,7 +13,7 @@ from ors.client import ORS
 from pydantic import BaseModel
 
 from orsbox import Environment, TextBlock, ToolOutput, tool
-from orsbox.authoring import call_tool, find_tools
+from orsbox.authoring import SingleTask, call_tool, find_tools
 from orsbox.protocol.types import RunToolError
 from tests.servers import LiveServer, start_server
 
@@ -105,6 +105,15 @@ def test_call_tool_validates_and_names_tools() -> None:
     assert isinstance(bad, RunToolError) and "n: Input should be a valid integer" in bad.error
     missing = asyncio.run(call_tool(env, "triple", {}))
     assert missing.error == "unknown tool 'triple'; available tools: double, secret_move"  # type: ignore[union-attr]
+
+
+def test_single_task_is_one_task_in_a_test_split_with_its_prompt() -> None:
+    class Playground(SingleTask):
+        prompt = "explore"
+
+    assert Playground.list_splits() == ["test"]
+    assert asyncio.run(Playground.get_task_range("test")) == [{}]
+    assert Playground().get_prompt() == [TextBlock(text="explore")]
 
 
 def test_task_defaults_follow_python_slices() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from orsbox.authoring.tools import ToolDef, find_tools
 from orsbox.authoring.user_code import call_user
-from orsbox.protocol.types import Blocks, JSONObject, ListToolsOutput, Split
+from orsbox.protocol.types import Blocks, JSONObject, ListToolsOutput, Split, TextBlock
 
 
 @dataclass
@@ -116,6 +116,26 @@ class Environment(abc.ABC):
     def callable_tools(self) -> dict[str, ToolDef]:
         """Tools an agent may call in this session (override to narrow per task)."""
         return find_tools(type(self))
+
+
+class SingleTask(Environment):
+    """One split ("test") of one empty task, and `prompt` as the first message: an
+    open-ended sandbox where the tools are the point (a playground, a soak or benchmark
+    target, a hostile-agent test bed). Put it first, before tool mixins:
+    `class Playground(SingleTask, BashTool, FileTools): prompt = "Explore."`"""
+
+    prompt: str = ""
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return ["test"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        return [{}]
+
+    def get_prompt(self) -> Blocks:
+        return [TextBlock(text=self.prompt)]
 
 
 def _overrides(cls: type, method: str) -> bool:

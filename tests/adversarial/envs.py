@@ -3,7 +3,7 @@ hit them fast, and a bounded disk."""
 
 from __future__ import annotations
 
-from orsbox import TextBlock
+from orsbox.authoring import SingleTask
 from orsbox.authoring.standard_tools import BashTool, FileTools, PythonTool
 from orsbox.sandbox import SandboxLimits
 
@@ -11,22 +11,12 @@ MIB = 1024**2
 SEEDED_IMAGE = "orsbox/test-seeded:latest"  # built by tests/adversarial/test_disk.py
 
 
-class Hostile(BashTool, PythonTool, FileTools):
+class Hostile(SingleTask, BashTool, PythonTool, FileTools):
     """Every standard tool; 256 MiB of memory, 256 pids, 32 MiB per writable folder."""
 
     limits = SandboxLimits(memory_bytes=256 * MIB, pids=256, cpus=1.0, disk_bytes=32 * MIB)
     exec_timeout_s = 20.0
-
-    @classmethod
-    def list_splits(cls):
-        return ["test"]
-
-    @classmethod
-    def list_tasks(cls, split: str):
-        return [{}]
-
-    def get_prompt(self):
-        return [TextBlock(text="do your worst")]
+    prompt = "do your worst"
 
 
 class Seeded(Hostile):

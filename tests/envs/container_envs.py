@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from orsbox import TextBlock, ToolOutput, tool
+from orsbox.authoring import SingleTask
 from orsbox.authoring.standard_tools import BashTool, FileTools, PythonTool
 from orsbox.sandbox import SandboxLimits
 
@@ -50,19 +51,10 @@ class Sandboxed(BashTool, PythonTool, FileTools):
         )
 
 
-class OnlyBash(BashTool):
+class OnlyBash(SingleTask, BashTool):
     """Opt-in: this one gets bash alone."""
 
-    @classmethod
-    def list_splits(cls):
-        return ["test"]
-
-    @classmethod
-    def list_tasks(cls, split: str):
-        return [{}]
-
-    def get_prompt(self):
-        return [TextBlock(text="bash only")]
+    prompt = "bash only"
 
 
 class MissingImage(OnlyBash):

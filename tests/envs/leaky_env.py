@@ -11,20 +11,12 @@ import sys
 import threading
 import warnings
 
-from orsbox import Environment, TextBlock, ToolOutput, tool
+from orsbox import TextBlock, ToolOutput, tool
+from orsbox.authoring import SingleTask
 
 
-class Leaky(Environment):
-    @classmethod
-    def list_splits(cls):
-        return ["test"]
-
-    @classmethod
-    def list_tasks(cls, split: str):
-        return [{}]
-
-    def get_prompt(self):
-        return [TextBlock(text="leaky")]
+class Leaky(SingleTask):
+    prompt = "leaky"
 
     @property
     def secret(self) -> str:
