@@ -276,6 +276,16 @@ def raise_oom_score():
         pass
 
 
+def read_ready(fd):
+    """One read of a non-blocking descriptor the selector named: bytes, b"" at EOF (or
+    on an error, which ends the stream the same way), None if it had nothing after all.
+    At most READ_CHUNK: os.read allocates the full size it is asked for."""
+    try:
+        return os.read(fd, READ_CHUNK)
+    except OSError as e:
+        return None if e.errno == errno.EAGAIN else b""
+
+
 def exit_code_of(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
@@ -431,12 +441,9 @@ class Shell:
     # -- output
 
     def on_output(self, fd):
-        try:
-            data = os.read(fd, READ_CHUNK)
-        except OSError as e:
-            if e.errno == errno.EAGAIN:
-                return
-            data = b""
+        data = read_ready(fd)
+        if data is None:
+            return
         if not data:  # every writer is gone: bash exited; `tick` or `run` reaps it
             self.close_output()
             return
@@ -672,12 +679,9 @@ class ExecCall:
             self.proc.stdin.close()
 
     def on_output(self, fd):
-        try:
-            data = os.read(fd, READ_CHUNK)
-        except OSError as e:
-            if e.errno == errno.EAGAIN:
-                return
-            data = b""
+        data = read_ready(fd)
+        if data is None:
+            return
         if data:
             self.capture.add(data)
         else:
@@ -842,12 +846,9 @@ class Agent:
     # -- input
 
     def on_stdin(self, fd):
-        try:
-            data = os.read(fd, READ_CHUNK)  # not more: os.read allocates the full size
-        except OSError as e:
-            if e.errno == errno.EAGAIN:
-                return
-            data = b""
+        data = read_ready(fd)
+        if data is None:
+            return
         if not data:
             self.stop()
         self.inbuf += data
