@@ -29,6 +29,10 @@ from orsbox.sandbox.base import ExecResult
 T = TypeVar("T")
 
 READ_MAX_BYTES = 64 * 1024 * 1024
+# A command or snippet past this is an agent's mistake (a file pasted into a command):
+# it gets a tool error naming the limit instead of a shell parsing megabytes. File
+# contents are bounded by the request body limit (ORSBOX_MAX_BODY_BYTES) only.
+SOURCE_MAX_CHARS = 1024 * 1024
 DEFAULT_READ_LINES = 2000
 
 Encoding = Literal["utf-8", "base64"]
@@ -44,7 +48,9 @@ class _Run(BaseModel):
 
 
 class BashParams(_Run):
-    command: str = Field(description="bash command(s) to run in the persistent shell")
+    command: str = Field(
+        max_length=SOURCE_MAX_CHARS, description="bash command(s) to run in the persistent shell"
+    )
     restart: bool = Field(
         default=False,
         description="first kill the shell and everything it started and start a fresh one",
@@ -52,7 +58,10 @@ class BashParams(_Run):
 
 
 class PythonParams(_Run):
-    code: str = Field(description="Python source, run with python3 in the working directory")
+    code: str = Field(
+        max_length=SOURCE_MAX_CHARS,
+        description="Python source, run with python3 in the working directory",
+    )
 
 
 class ReadFileParams(BaseModel):

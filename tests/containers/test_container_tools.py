@@ -8,6 +8,7 @@ import time
 
 import httpx
 
+from orsbox.authoring.standard_tools import SOURCE_MAX_CHARS
 from tests.containers.conftest import Episode, open_episode
 from tests.servers import LiveServer
 
@@ -194,6 +195,9 @@ def test_file_tool_errors_are_readable(episode: Episode) -> None:
     assert "no such file" in error("list_dir", path="/nowhere").lower()
     assert "permission denied" in error("write_file", path="/etc/passwd", content="x").lower()
     assert "invalid input" in error("bash")
+    too_long = error("python", code="#" * (SOURCE_MAX_CHARS + 1))
+    assert f"code: String should have at most {SOURCE_MAX_CHARS} characters" in too_long
+    assert episode.bash("echo still fine")[0] == "still fine\n"
 
 
 def test_grader_runs_in_the_container(container_server: LiveServer) -> None:
