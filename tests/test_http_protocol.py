@@ -394,19 +394,16 @@ def test_reconnect_running_finished_expired_unknown(protocol_server: LiveServer)
 
 
 def test_calls_in_one_session_run_in_arrival_order(protocol_server: LiveServer) -> None:
+    """A call sent once the first has its task id (so has arrived) runs after it."""
     sid = new_session(protocol_server)
-    finished: list[str] = []
-
-    def run(name: str, tool_input: dict) -> None:
-        call(protocol_server, sid, name, tool_input)
-        finished.append(name)
-
-    slow = threading.Thread(target=run, args=("block", {"seconds": 1.5}))
-    slow.start()
-    time.sleep(0.3)
-    run("echo", {"text": "after"})
-    slow.join()
-    assert finished == ["block", "echo"]
+    body = {"name": "block", "input": {"seconds": 1.5}}
+    url, headers = f"{protocol_server.url}/protocol/call", {"X-Session-ID": sid}
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as slow:
+        lines = slow.iter_lines()
+        assert next(lines) == "event: task_id"
+        second = call(protocol_server, sid, "blocking_now").result()
+        assert second["output"]["blocks"][0]["text"] == "0", second
+        assert any(line == "event: end" for line in lines)
 
 
 def test_blocking_tool_does_not_stall_server_or_other_sessions(protocol_server: LiveServer) -> None:

@@ -67,11 +67,22 @@ class Protocol(Environment):
         await asyncio.sleep(params.seconds)
         return ToolOutput(blocks=[TextBlock(text=f"slept {params.seconds}")])
 
+    blocking = 0  # `block` calls of this session running now
+
     @tool
     def block(self, params: Sleep) -> ToolOutput:
         """Block a thread (sync code must not stall the server)."""
-        time.sleep(params.seconds)
+        self.blocking += 1
+        try:
+            time.sleep(params.seconds)
+        finally:
+            self.blocking -= 1
         return ToolOutput(blocks=[TextBlock(text=f"blocked {params.seconds}")])
+
+    @tool
+    def blocking_now(self) -> ToolOutput:
+        """How many `block` calls of this session are running."""
+        return ToolOutput(blocks=[TextBlock(text=str(self.blocking))])
 
     @tool
     def echo(self, params: Echo) -> ToolOutput:
