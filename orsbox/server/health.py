@@ -21,23 +21,32 @@ PROBE_TIMEOUT_S = 5.0  # a hung engine answers every call only at its 60 s deadl
 
 
 class HealthProbe:
+    """One probe at a time: callers arriving during a probe wait for its answer (at most
+    `PROBE_TIMEOUT_S`) rather than getting an answer older than the probe."""
+
     def __init__(self, backend: SandboxBackend | None) -> None:
         self.backend = backend
         self._checked_at = -CACHE_S
         self._reason: str | None = None
+        self._lock = anyio.Lock()
 
     async def report(self) -> dict[str, Any]:
         if self.backend is None:
             return {"status": "ok"}
-        if time.monotonic() - self._checked_at >= CACHE_S:
-            self._checked_at = time.monotonic()
-            try:
-                with anyio.fail_after(PROBE_TIMEOUT_S):
-                    self._reason = await self.backend.health()
-            except TimeoutError:
-                self._reason = f"the sandbox backend did not answer within {PROBE_TIMEOUT_S:g}s"
-            except Exception as e:  # a probe must never fail the endpoint
-                self._reason = f"{type(e).__name__}: {e}"
+        async with self._lock:
+            if time.monotonic() - self._checked_at >= CACHE_S:
+                self._reason = await self._probe(self.backend)
+                self._checked_at = time.monotonic()
         if self._reason is None:
             return {"status": "ok", "sandbox": "ok"}
         return {"status": "degraded", "sandbox": self._reason}
+
+    @staticmethod
+    async def _probe(backend: SandboxBackend) -> str | None:
+        try:
+            with anyio.fail_after(PROBE_TIMEOUT_S):
+                return await backend.health()
+        except TimeoutError:
+            return f"the sandbox backend did not answer within {PROBE_TIMEOUT_S:g}s"
+        except Exception as e:  # a probe must never fail the endpoint
+            return f"{type(e).__name__}: {e}"

@@ -20,7 +20,7 @@ import json
 import logging
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger("orsbox.sandbox.docker")
@@ -34,6 +34,19 @@ Header = dict[str, Any]
 
 class ChannelClosed(Exception):
     """The agent's socket closed: the container or the agent is gone."""
+
+
+async def _until_done(send: Coroutine[Any, Any, None], future: asyncio.Future[Any]) -> None:
+    """Run `send` until it finishes or `future` is done (its timer expired, the channel
+    closed), whichever comes first."""
+    task = asyncio.ensure_future(send)
+    try:
+        await asyncio.wait({task, future}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # the frame is written whole or not at all: cancelling cannot cut it
+        if not task.done():
+            task.cancel()
+    if task.done() and not task.cancelled():
+        task.result()
 
 
 def encode_frame(header: Header, payload: bytes = b"") -> bytes:
@@ -125,8 +138,8 @@ class AgentChannel(asyncio.Protocol):
         self, header: Header, payload: bytes = b"", timeout_s: float | None = None
     ) -> tuple[Header, bytes]:
         """Send one request and wait for its reply. Raises `ChannelClosed`, or
-        `TimeoutError` after `timeout_s` (a plain timer: a cancel scope per request
-        costs more than the rest of a shell round trip on the host)."""
+        `TimeoutError` after `timeout_s`, sending included (a plain timer: a cancel
+        scope per request costs more than the rest of a shell round trip on the host)."""
         if not self.open or self._transport is None:
             raise ChannelClosed(self.name)
         rid = next(self._ids)
@@ -135,7 +148,13 @@ class AgentChannel(asyncio.Protocol):
         self._pending[rid] = future
         timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, future)
         try:
-            await self._send(encode_frame({**header, "id": rid}, payload))
+            frame = encode_frame({**header, "id": rid}, payload)
+            if self._write_lock.locked() or not self._writable.is_set():
+                # Only here can sending wait: on a peer that stopped reading. Bounded
+                # by the same timer: the wait ends when the reply future does.
+                await _until_done(self._send(frame), future)
+            else:
+                await self._send(frame)
             return await future
         finally:
             self._pending.pop(rid, None)
@@ -158,6 +177,12 @@ class AgentChannel(asyncio.Protocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+    def abort(self) -> None:
+        """Close now, dropping unsent data: `close` first flushes it, which never ends
+        on a peer that stopped reading."""
+        if self._transport is not None:
+            self._transport.abort()
 
     # -- asyncio.Protocol
 

@@ -34,6 +34,7 @@ DOCKER_TIMEOUT_S = 60.0  # per API request; a burst of 50 creates takes ~8 s on 
 MAX_CONCURRENT_CALLS = 64
 POOL_SIZE = MAX_CONCURRENT_CALLS + 16
 REMOVE_WAIT_S = 30.0  # how long to wait for a removal already in progress
+ARCHIVE_TIMEOUT_S = 300.0  # a whole archive read (each read within it: DOCKER_TIMEOUT_S)
 
 T = TypeVar("T")
 
@@ -51,6 +52,32 @@ def translated(what: str) -> Iterator[None]:
         raise SandboxError(f"{what}: docker said: {e.explanation or e}") from None
     except (requests.exceptions.RequestException, docker.errors.DockerException) as e:
         raise SandboxError(f"{what}: docker engine unreachable: {e}") from None
+
+
+def read_archive(
+    api: docker.APIClient, container_id: str, path: str, max_bytes: int | None = None
+) -> bytes:
+    """A tar of `path` in the container, read with a deadline for each read and for the
+    whole. (The SDK's `get_archive` turns the socket timeout off before the body, so an
+    engine that hangs mid-answer would hold the thread forever.) With `max_bytes`,
+    reading stops once more than that has arrived. Raises docker's NotFound."""
+    response = api._get(  # the SDK's own request helpers: its timeout stays on
+        api._url("/containers/{0}/archive", container_id),
+        params={"path": path},
+        stream=True,
+        headers={"Accept-Encoding": "identity"},
+    )
+    with contextlib.closing(response):
+        api._raise_for_status(response)
+        deadline = time.monotonic() + ARCHIVE_TIMEOUT_S
+        data = bytearray()
+        for chunk in response.iter_content(65536, decode_unicode=False):
+            data += chunk
+            if max_bytes is not None and len(data) > max_bytes:
+                break
+            if time.monotonic() > deadline:
+                raise SandboxError(f"reading {path}: no whole answer in {ARCHIVE_TIMEOUT_S:g}s")
+        return bytes(data)
 
 
 class Engine:
@@ -71,8 +98,13 @@ class Engine:
                 self._client = docker.from_env(timeout=DOCKER_TIMEOUT_S, max_pool_size=POOL_SIZE)
             return self._client
 
-    async def run(self, what: str, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(*args)` in a worker thread; translate its docker errors."""
+    async def run(
+        self, what: str, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False
+    ) -> T:
+        """Run `fn(*args)` in a worker thread; translate its docker errors. A thread
+        cannot be interrupted: a caller's deadline (`anyio.fail_after`) takes effect
+        during the call only with `abandon_on_cancel`, for calls whose late result may
+        be dropped (the thread ends at its own request timeout)."""
 
         def call() -> T:
             with translated(what):
@@ -80,12 +112,15 @@ class Engine:
             self.last_answer = time.monotonic()
             return result
 
-        return await anyio.to_thread.run_sync(call, limiter=self.limiter)
+        return await anyio.to_thread.run_sync(
+            call, limiter=self.limiter, abandon_on_cancel=abandon_on_cancel
+        )
 
     # -- calls
 
     async def ping(self) -> None:
-        await self.run("ping", lambda: self.client.ping())
+        """Abandoned if the caller stops waiting: a health check must answer on time."""
+        await self.run("ping", lambda: self.client.ping(), abandon_on_cancel=True)
 
     async def image_exists(self, image: str) -> bool:
         def exists() -> bool:
@@ -122,16 +157,9 @@ class Engine:
 
         def read() -> bytes | None:
             try:
-                chunks, _ = self.client.api.get_archive(container_id, path)
+                return read_archive(self.client.api, container_id, path, max_bytes)
             except docker.errors.NotFound:
                 return None
-            data = bytearray()
-            for chunk in chunks:
-                data += chunk
-                if max_bytes is not None and len(data) > max_bytes:
-                    chunks.close()
-                    break
-            return bytes(data)
 
         return await self.run(f"read {path} from container", read)
 

@@ -8,8 +8,8 @@ build API so no docker CLI is needed. Blocking functions: callers run them in a 
 
 from __future__ import annotations
 
-import io
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +19,7 @@ import docker
 import docker.errors
 
 from orsbox.errors import ImageBuildError
-from orsbox.sandbox.docker.engine import translated
+from orsbox.sandbox.docker.engine import read_archive, translated
 
 BASE_IMAGE = "orsbox/base:latest"
 LOCAL_DEBIAN = "orsbox/debian:bookworm"  # made without a registry by make-local-base.sh
@@ -27,6 +27,7 @@ SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 BUILD_SCRIPT = SCRIPTS / "build-images.sh"
 LOCAL_BASE_SCRIPT = SCRIPTS / "make-local-base.sh"
 BUILD_TIMEOUT_S = 1800
+BUILD_QUIET_S = 900  # a build step may print nothing for this long (a compile, a download)
 
 BuildLog = Callable[[str], None]
 
@@ -74,8 +75,11 @@ def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog)
             rm=True,
             forcerm=True,
             decode=True,
+            timeout=BUILD_QUIET_S,  # the SDK passes none: a hung engine would hang us
         )
         for chunk in stream:
+            if time.monotonic() - started > BUILD_TIMEOUT_S:
+                raise ImageBuildError(f"building {recipe.tag} took over {BUILD_TIMEOUT_S}s")
             if "error" in chunk:
                 detail = "\n".join([*tail[-15:], str(chunk["error"]).strip()])
                 raise ImageBuildError(f"building {recipe.tag} ({recipe.origin}) failed:\n{detail}")
@@ -96,9 +100,14 @@ def make_local_debian(log: BuildLog) -> None:
     )
     assert process.stdout is not None
     lines = []
-    for line in process.stdout:
-        lines.append(line.rstrip())
-        log(line.rstrip())
+    killer = threading.Timer(BUILD_TIMEOUT_S, process.kill)  # the loop waits on its output
+    killer.start()
+    try:
+        for line in process.stdout:
+            lines.append(line.rstrip())
+            log(line.rstrip())
+    finally:
+        killer.cancel()
     if process.wait(timeout=BUILD_TIMEOUT_S) != 0:
         raise ImageBuildError(f"making {LOCAL_DEBIAN} failed:\n" + "\n".join(lines[-15:]))
 
@@ -111,11 +120,7 @@ def read_folder(client: docker.DockerClient, image: str, path: str) -> bytes:
             image, command=["true"], network_disabled=True, labels={"orsbox.extract": "1"}
         )
         try:
-            chunks, _ = client.api.get_archive(container["Id"], path)
-            buffer = io.BytesIO()
-            for chunk in chunks:
-                buffer.write(chunk)
-            return buffer.getvalue()
+            return read_archive(client.api, container["Id"], path)
         finally:
             client.api.remove_container(container["Id"], force=True)
 

@@ -56,7 +56,7 @@ class DockerSandbox(Sandbox):
         self._shell_lock = asyncio.Lock()
         self._close_lock = asyncio.Lock()
         self._closed = False
-        self._gone: asyncio.Task[str] | None = None
+        self._gone: asyncio.Future[str] | None = None  # why the sandbox is gone
 
     def __repr__(self) -> str:
         return f"<DockerSandbox {self.name} {'alive' if self.alive else 'gone'}>"
@@ -164,9 +164,23 @@ class DockerSandbox(Sandbox):
         except ChannelClosed:
             raise SandboxGone(await self._gone_message()) from None
         except TimeoutError:
-            raise SandboxError(f"sandbox {self.name}: the agent did not answer") from None
+            raise SandboxGone(self._give_up(channel, timeout_s + REPLY_GRACE_S)) from None
         check(header)
         return header, reply
+
+    def _give_up(self, channel: AgentChannel, waited_s: float) -> str:
+        """The agent enforces every timeout itself, so no answer long past one means the
+        agent or the engine is stuck: the sandbox is given up (terminal for the session)
+        rather than letting each later call wait as long again."""
+        message = (
+            f"sandbox {self.name} is gone: its agent did not answer within {waited_s:g}s "
+            "(the container or the Docker engine is stuck)"
+        )
+        if channel is self._channel and self._gone is None:
+            self._gone = asyncio.get_running_loop().create_future()
+            self._gone.set_result(message)
+        channel.abort()
+        return message
 
     async def _call_as(
         self, user: str, request: Header, payload: bytes, timeout_s: float
