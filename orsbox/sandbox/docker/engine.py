@@ -90,6 +90,7 @@ class Engine:
         self._client_lock = threading.Lock()
         self.limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self.last_answer = -float("inf")  # monotonic time of the last call that succeeded
+        self._ping_since: float | None = None  # when the ping in flight started
 
     @property
     def client(self) -> docker.DockerClient:
@@ -119,8 +120,21 @@ class Engine:
     # -- calls
 
     async def ping(self) -> None:
-        """Abandoned if the caller stops waiting: a health check must answer on time."""
-        await self.run("ping", lambda: self.client.ping(), abandon_on_cancel=True)
+        """Abandoned if the caller stops waiting: a health check must answer on time.
+        While an abandoned ping still waits for a hung engine, no second one starts
+        (each would hold a worker thread until its request timeout)."""
+        if self._ping_since is not None:
+            waited = time.monotonic() - self._ping_since
+            raise SandboxError(f"docker engine not answering: a ping has waited {waited:.0f}s")
+        self._ping_since = time.monotonic()
+
+        def ping() -> None:
+            try:
+                self.client.ping()
+            finally:
+                self._ping_since = None
+
+        await self.run("ping", ping, abandon_on_cancel=True)
 
     async def image_exists(self, image: str) -> bool:
         def exists() -> bool:
