@@ -12,6 +12,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import Popen
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60.0
@@ -39,6 +40,49 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def spawn_server(
+    argv: list[str], log_path: Path, cwd: Path = ROOT, **settings: object
+) -> Popen[bytes]:
+    """Start a server process (`argv` after the interpreter) with `settings` as its
+    ORSBOX_* environment and this checkout importable, its output in `log_path`."""
+    env = dict(os.environ)
+    env.update({f"ORSBOX_{k.upper()}": str(v) for k, v in settings.items()})
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, *argv], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+
+
+def wait_healthy(url: str, process: Popen[bytes], log_path: Path, timeout_s: float) -> None:
+    """Return once `url`/health answers 200; raise, with the server's log, if the
+    process exits first or `timeout_s` passes (the process is then stopped)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{log_path.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    stop_process(process)
+    raise RuntimeError(f"server did not become healthy:\n{log_path.read_text(errors='replace')}")
+
+
+def stop_process(process: Popen[bytes], sig: int = signal.SIGTERM, timeout_s: float = 60) -> int:
+    """Send `sig` (SIGTERM: graceful, sessions and containers are torn down) unless the
+    process has ended, wait up to `timeout_s`, then SIGKILL; return its exit code."""
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            return process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
+
+
 @dataclass
 class BenchServer:
     kind: str
@@ -55,50 +99,19 @@ class BenchServer:
         return rss_bytes(self.pid)
 
     def stop(self) -> None:
-        """SIGTERM (graceful: sessions and containers are torn down), then SIGKILL."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
 
 def start(kind: str, envs: list[str], log_dir: Path, **settings: object) -> BenchServer:
     """Start `python -m bench.serve kind port envs...`; return once /health answers."""
     port = free_port()
-    env = dict(os.environ)
-    env.update({f"ORSBOX_{k.upper()}": str(v) for k, v in settings.items()})
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     log_path = log_dir / f"{kind}-{port}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bench.serve", kind, str(port), *envs],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    argv = ["-m", "bench.serve", kind, str(port), *envs]
+    process = spawn_server(argv, log_path, **settings)
     server = BenchServer(kind, f"http://127.0.0.1:{port}", process, log_path)
     server.server_id = str(settings.get("server_id", ""))
-    _wait_healthy(server)
+    wait_healthy(server.url, process, log_path, START_TIMEOUT_S)
     return server
-
-
-def _wait_healthy(server: BenchServer) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"{server.kind} server exited:\n{server.log_path.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{server.url}/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
-    server.stop()
-    raise RuntimeError(f"{server.kind} server did not become healthy")
 
 
 DOCKER_CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")  # cgroup v1, as on this machine

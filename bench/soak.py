@@ -21,8 +21,6 @@ import asyncio
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -33,7 +31,7 @@ from typing import Any
 import docker
 import httpx
 
-from bench.servers import ROOT, free_port, rss_bytes
+from bench.servers import free_port, rss_bytes, spawn_server, stop_process, wait_healthy
 
 HOSTILE_EVERY = 4
 ABANDON_EVERY = 10
@@ -97,32 +95,14 @@ class SoakServer:
             "REAP_INTERVAL_S": 1,
             "SETUP_WAIT_S": 120,
         }
-        env = {**os.environ, **{f"ORSBOX_{k}": str(v) for k, v in settings.items()}}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         self.log_path = log_dir / f"soak-server-{self.port}.log"
-        command = [sys.executable, "-m", "orsbox.cli.main", "serve", "bench/soak_env.py:Soak"]
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [*command, "--port", str(self.port), "--log-level", "warning"],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        command = ["-m", "orsbox.cli.main", "serve", "bench/soak_env.py:Soak"]
+        argv = [*command, "--port", str(self.port), "--log-level", "warning"]
+        self.process = spawn_server(argv, self.log_path, **settings)
         self.docker = docker.from_env(timeout=60)
 
     async def wait_healthy(self) -> None:
-        async with httpx.AsyncClient() as client:
-            for _ in range(600):
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"server exited:\n{self.log_path.read_text()}")
-                try:
-                    if (await client.get(f"{self.url}/health", timeout=1)).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise RuntimeError("server did not become healthy")
+        await asyncio.to_thread(wait_healthy, self.url, self.process, self.log_path, 60)
 
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.process.pid}/fd"))
@@ -136,12 +116,7 @@ class SoakServer:
 
     def stop(self) -> int:
         """SIGTERM and wait (graceful: sessions and containers torn down)."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
+        return stop_process(self.process, timeout_s=120)
 
 
 # -- episodes ----------------------------------------------------------------------------
