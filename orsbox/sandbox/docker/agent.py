@@ -113,19 +113,24 @@ def now_tick():
         return int(float(f.read().split()[0]) * CLK_TCK)
 
 
+def stat_fields(pid):
+    """/proc/PID/stat after the command name (state first), or None if there is no
+    such process. The name is skipped by its last ")": it may hold spaces and ")"."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
 def process_table():
     """{pid: (ppid, sid, start_tick, state)} for every process in the container."""
     table = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        rest = raw[raw.rfind(b")") + 2 :].split()
-        table[int(name)] = (int(rest[1]), int(rest[3]), int(rest[19]), rest[0])
+        rest = stat_fields(name) if name.isdigit() else None  # (no := : python 3.7)
+        if rest is not None:
+            table[int(name)] = (int(rest[1]), int(rest[3]), int(rest[19]), rest[0])
     return table
 
 
@@ -144,14 +149,9 @@ def ancestry_root(pid, table, roots):
 
 
 def process_state(pid):
-    """(state, start_tick) from /proc/PID/stat, or None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    rest = raw[raw.rfind(b")") + 2 :].split()
-    return rest[0], int(rest[19])
+    """(state, start_tick) of a process, or None if there is no such process."""
+    rest = stat_fields(pid)
+    return None if rest is None else (rest[0], int(rest[19]))
 
 
 def kill_sweep(select_victims, killed=None):
