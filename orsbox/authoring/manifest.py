@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orsbox.authoring.container import BASE_IMAGE
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
@@ -41,6 +41,15 @@ MISSING_HINTS = {
     ("prompt",): "the first message of every episode, filled from task fields: "
     'prompt = "Solve {question}"',
 }
+
+
+def _absolute_not_root(value: str) -> str:
+    if not value.startswith("/") or value.rstrip("/") == "":
+        raise ValueError("must be an absolute path other than /")
+    return value.rstrip("/")
+
+
+SandboxPath = Annotated[str, AfterValidator(_absolute_not_root)]  # a folder in the sandbox
 
 
 class _Strict(BaseModel):
@@ -63,15 +72,8 @@ class BuildConfig(_Strict):
 
 class MountConfig(_Strict):
     source: str = Field(min_length=1, description="host path, relative to the manifest's folder")
-    target: str = Field(description="absolute path in the sandbox")
+    target: SandboxPath = Field(description="absolute path in the sandbox")
     read_only: bool = True
-
-    @field_validator("target")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") or value.rstrip("/") == "":
-            raise ValueError("must be an absolute path other than /")
-        return value
 
     def host_mount(self, folder: Path) -> HostMount:
         source = (folder / self.source).resolve()
@@ -135,7 +137,7 @@ class SetupConfig(_Strict):
 class GraderConfig(_Strict):
     command: str = Field(min_length=1, description="bash command run in the sandbox")
     files: str | None = Field(default=None, description="hidden folder, copied in to grade")
-    path: str = Field(default="/grader", description="where the hidden files go")
+    path: SandboxPath = Field(default="/grader", description="where the hidden files go")
     user: str = Field(default="root", description="who runs the command")
     reward: Literal["exit_code", "json"] = "exit_code"
     timeout_s: float = Field(default=120.0, gt=0)
@@ -154,13 +156,6 @@ class GraderConfig(_Strict):
                     "_; not task or task_*: those names are taken by ORSBOX_TASK_* variables)"
                 )
         return value
-
-    @field_validator("path")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") or value.rstrip("/") == "":
-            raise ValueError("must be an absolute path other than /")
-        return value.rstrip("/")
 
     @property
     def param_help(self) -> dict[str, str]:
