@@ -1,6 +1,8 @@
 """From what a user types to environment classes: `orsbox serve` and `orsbox run` targets.
 
 In order, a target is:
+  0. a benchmark dataset: `swebench:PATH` (rows in the SWE-bench schema), `harbor:PATH`
+     or a folder holding Harbor / Terminal-Bench task folders (`orsbox.formats`);
   1. a path: a folder with an `orsbox.toml`, a manifest, a `.py` file (`file.py:Class`);
   2. the name of a bundled environment (`coding`), for `orsbox run`;
   3. a local Docker image whose manifest is inside it (`orsbox serve me/env:latest`);
@@ -35,6 +37,7 @@ from orsbox.authoring.environment import Environment
 from orsbox.authoring.loading import is_manifest, load_environment
 from orsbox.bundle import bundled_target, bundled_targets
 from orsbox.errors import ManifestError, SandboxError
+from orsbox.formats import FormatOptions
 
 log = logging.getLogger("orsbox.targets")
 
@@ -42,13 +45,24 @@ IMAGE_MANIFEST = "/orsbox/orsbox.toml"
 MANIFEST_LABEL = "orsbox.manifest"
 
 
-def resolve_targets(targets: Sequence[str]) -> list[type[Environment]]:
-    """The environments `targets` name; no targets: every bundled environment."""
+FORMAT_PREFIXES = ("swebench:", "harbor:")
+
+
+def resolve_targets(
+    targets: Sequence[str], options: FormatOptions | None = None
+) -> list[type[Environment]]:
+    """The environments `targets` name; no targets: every bundled environment.
+    `options` apply to benchmark datasets (`orsbox.formats`)."""
     refs = list(targets) or bundled_targets()
-    return [cls for ref in refs for cls in resolve_target(ref)]
+    return [cls for ref in refs for cls in resolve_target(ref, options)]
 
 
-def resolve_target(target: str) -> list[type[Environment]]:
+def resolve_target(target: str, options: FormatOptions | None = None) -> list[type[Environment]]:
+    options = options or FormatOptions()
+    dataset = _benchmark_loader(target)
+    if dataset is not None:
+        load, path = dataset
+        return load(Path(path), options)
     if _is_path(target):
         return load_environment(target)
     bundled = bundled_target(target) if "/" not in target and ":" not in target else None
@@ -58,6 +72,29 @@ def resolve_target(target: str) -> list[type[Environment]]:
     if client is not None and _local_image(client, target):
         return [image_environment(client, target)]
     return load_environment(target)
+
+
+def _benchmark_loader(target: str) -> tuple[Any, str] | None:
+    """(the format's `load`, its path) when `target` is a benchmark dataset."""
+    prefix, sep, rest = target.partition(":")
+    if sep and f"{prefix}:" in FORMAT_PREFIXES:
+        if not rest:
+            raise ManifestError(f"{target!r}: give the dataset's path after {prefix}:")
+        return _format_loader(prefix), rest
+    from orsbox.formats.harbor import is_harbor_path
+
+    if is_harbor_path(Path(target)):
+        return _format_loader("harbor"), target
+    return None
+
+
+def _format_loader(name: str) -> Any:
+    """Imported only when used: a format may need libraries the others do not."""
+    if name == "swebench":
+        from orsbox.formats.swebench import load
+    else:
+        from orsbox.formats.harbor import load
+    return load
 
 
 def _is_path(target: str) -> bool:

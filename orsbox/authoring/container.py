@@ -11,6 +11,11 @@ standard tools the agent gets by inheriting them (`orsbox.authoring.standard_too
 copies `task_files()` in; `teardown` removes it. Graders use `self.sandbox` directly,
 e.g. a `submit` tool that runs hidden tests in the container.
 
+`episode_timeout_s` bounds an episode's wall clock from the end of setup: a command
+never runs past it (its timeout is cut to what is left), and a call after it is
+answered by `episode_timed_out` instead of the tool: a terminal error by default, the
+episode graded and finished where an environment overrides it (benchmark formats do).
+
 When the sandbox dies under the session (out of memory, `docker kill`), the next tool
 call fails with an SSE `error` naming what happened, the sandbox's resources are freed,
 and every later call fails the same way: the episode cannot go on.
@@ -19,12 +24,15 @@ and every later call fails the same way: the episode cannot go on.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import ClassVar
 
 from orsbox.authoring.environment import Environment
+from orsbox.authoring.tools import ToolRaised
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import SandboxError, SandboxGone
+from orsbox.protocol.types import ToolOutput
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -51,9 +59,11 @@ class ContainerEnvironment(Environment):
     max_exec_timeout_s: ClassVar[float] = 600.0
     output_cap_bytes: ClassVar[int] = OUTPUT_CAP_BYTES
     max_output_cap_bytes: ClassVar[int] = 1024 * 1024
+    episode_timeout_s: ClassVar[float | None] = None
 
     _sandbox: Sandbox | None = None
     _sandbox_lost: str | None = None
+    _episode_deadline: float | None = None
 
     # -- the sandbox ------------------------------------------------------------------
     @property
@@ -108,6 +118,8 @@ class ContainerEnvironment(Environment):
             await self._sandbox.copy_in(Path(host_dir), sandbox_dir)
         if type(self).prepare is not ContainerEnvironment.prepare:  # no thread hop for a no-op
             await call_user(self.prepare)
+        if self.episode_timeout_s is not None:
+            self._episode_deadline = time.monotonic() + self.episode_timeout_s
 
     def prepare(self) -> None:
         """Hook run after the sandbox started and task files were copied (may be async)."""
@@ -127,8 +139,30 @@ class ContainerEnvironment(Environment):
             log.warning("could not remove a lost sandbox: %s", e)
 
     # -- limits -----------------------------------------------------------------------
+    def episode_time_left(self) -> float | None:
+        """Seconds until the episode's time limit; None without one."""
+        if self._episode_deadline is None:
+            return None
+        return self._episode_deadline - time.monotonic()
+
+    async def before_tool(self, name: str) -> ToolOutput | None:
+        left = self.episode_time_left()
+        if left is not None and left <= 0:
+            return await self.episode_timed_out(name)
+        return None
+
+    async def episode_timed_out(self, name: str) -> ToolOutput:
+        """The answer to a call made after the episode's time limit. This default ends
+        the call with an error (and so every later one); override it to grade."""
+        raise ToolRaised(
+            f"the episode's time limit of {self.episode_timeout_s:g}s has passed; "
+            f"{name!r} was not run"
+        )
+
     def call_timeout(self, requested: float | None) -> float:
-        return min(requested or self.exec_timeout_s, self.max_exec_timeout_s)
+        timeout = min(requested or self.exec_timeout_s, self.max_exec_timeout_s)
+        left = self.episode_time_left()
+        return timeout if left is None else max(0.001, min(timeout, left))
 
     def call_output_cap(self, requested: int | None) -> int:
         return min(requested or self.output_cap_bytes, self.max_output_cap_bytes)

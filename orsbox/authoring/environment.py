@@ -16,7 +16,14 @@ from typing import Any
 
 from orsbox.authoring.tools import ToolDef, find_tools
 from orsbox.authoring.user_code import call_user
-from orsbox.protocol.types import Blocks, JSONObject, ListToolsOutput, Split, TextBlock
+from orsbox.protocol.types import (
+    Blocks,
+    JSONObject,
+    ListToolsOutput,
+    Split,
+    TextBlock,
+    ToolOutput,
+)
 
 
 @dataclass
@@ -112,6 +119,11 @@ class Environment(abc.ABC):
         `/{env}/task_tools` lists these after the shared ones."""
         tools = find_tools(type(self)).values()
         return ListToolsOutput(tools=[t.spec for t in tools if not t.shared])
+
+    async def before_tool(self, name: str) -> ToolOutput | None:
+        """Called before each tool call; an output returned here answers the call
+        instead of the tool (how an environment ends an episode whose time is up)."""
+        return None
 
     def callable_tools(self) -> dict[str, ToolDef]:
         """Tools an agent may call in this session (override to narrow per task)."""

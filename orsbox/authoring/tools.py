@@ -120,6 +120,9 @@ async def call_tool(
     """Run one tool. Unknown tools and invalid input are answered as `RunToolError`
     naming what exists, so an agent can recover; a tool that raises raises
     `ToolRaised` (the server turns it into an SSE `error` event)."""
+    gate = await env.before_tool(name)
+    if gate is not None:
+        return RunToolSuccess(output=gate)
     tools = env.callable_tools()
     found = tools.get(name)
     if found is None:

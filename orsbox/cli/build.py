@@ -23,7 +23,9 @@ from orsbox.bundle import (
     image_recipes,
     needed_images,
 )
+from orsbox.cli.dataset_options import with_dataset_options
 from orsbox.errors import OrsboxError
+from orsbox.formats import FormatOptions
 from orsbox.sandbox.docker.images import LOCAL_DEBIAN, ImageRecipe
 
 console = Console(stderr=True, highlight=False)
@@ -111,7 +113,7 @@ def ensure_images(environments: Sequence[type[Environment]]) -> None:
             )
 
 
-def _requested(paths: Sequence[str]) -> tuple[list[str], list[ImageRecipe]]:
+def _requested(paths: Sequence[str], dataset: FormatOptions) -> tuple[list[str], list[ImageRecipe]]:
     """Tags to build and the recipes that may build them, for `orsbox build PATH...`."""
     from orsbox.targets import resolve_targets
 
@@ -124,12 +126,13 @@ def _requested(paths: Sequence[str]) -> tuple[list[str], list[ImageRecipe]]:
             folders.append(folder_recipe(folder))
             tags.append(folders[-1].tag)
         else:
-            found = resolve_targets([path])
+            found = resolve_targets([path], dataset)
             envs += found
             tags += needed_images(found)
     return tags, all_recipes(envs, folders)
 
 
+@with_dataset_options
 def build(
     paths: Annotated[
         list[str] | None,
@@ -142,6 +145,7 @@ def build(
     missing_only: Annotated[
         bool, typer.Option("--missing-only", help="skip images that already exist")
     ] = False,
+    dataset: FormatOptions | None = None,
 ) -> None:
     """Build sandbox images, parents first.
 
@@ -152,7 +156,7 @@ def build(
     from orsbox.sandbox.docker.images import image_exists
 
     if paths:
-        tags, recipes = _requested(paths)
+        tags, recipes = _requested(paths, dataset or FormatOptions())
     else:
         from orsbox.targets import resolve_targets
 

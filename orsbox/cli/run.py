@@ -21,7 +21,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from orsbox.authoring.environment import Environment
+from orsbox.cli.dataset_options import with_dataset_options
 from orsbox.errors import ManifestError, OrsboxError
+from orsbox.formats import FormatOptions
 
 out = Console(highlight=False, soft_wrap=True)
 SERVER_START_S = 60.0
@@ -130,11 +132,11 @@ def play(
     out.print(f"[bold]final reward: {reward}  finished: {str(finished).lower()}[/bold]")
 
 
-def _local_environment(target: str) -> list[type[Environment]]:
+def _local_environment(target: str, dataset: FormatOptions) -> list[type[Environment]]:
     from orsbox.cli.build import ensure_images
     from orsbox.targets import resolve_target
 
-    environments = resolve_target(target)
+    environments = resolve_target(target, dataset)
     ensure_images(environments)
     return environments
 
@@ -147,6 +149,7 @@ def _first_split(url: str, env: str, token: str | None) -> str:
     return splits[0]["name"] if isinstance(splits, list) else "train"
 
 
+@with_dataset_options
 def run(
     env: Annotated[
         str,
@@ -176,6 +179,7 @@ def run(
         str | None,
         typer.Option(envvar="ORSBOX_TOKEN", help="the server's API token, if it needs one"),
     ] = None,
+    dataset: FormatOptions | None = None,
 ) -> None:
     """Play one scripted episode and print what happens.
 
@@ -191,7 +195,7 @@ def run(
         with contextlib.ExitStack() as stack:
             name = env
             if url is None:
-                environments = _local_environment(env)
+                environments = _local_environment(env, dataset or FormatOptions())
                 name = environments[0].name().lower()
                 url = stack.enter_context(local_server(environments))
             play(url, name, split or _first_split(url, name, token), index, steps, token)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from orsbox.cli import dataset_options as D
 from orsbox.errors import ManifestError
 from orsbox.settings import Settings
 
@@ -15,10 +16,12 @@ _DEFAULTS = Settings()
 
 TARGETS_HELP = (
     "environments to serve: a folder with an orsbox.toml, path/to/file.py[:Class], "
-    "MODULE[:Class], or a Docker image with a manifest inside; default: the bundled ones"
+    "MODULE[:Class], a Docker image with a manifest inside, swebench:PATH (SWE-bench rows), "
+    "harbor:PATH or a folder of Harbor / Terminal-Bench tasks; default: the bundled ones"
 )
 
 
+@D.with_dataset_options
 def serve(
     targets: Annotated[
         list[str] | None, typer.Argument(help=TARGETS_HELP, show_default=False)
@@ -36,6 +39,7 @@ def serve(
     ] = _DEFAULTS.max_body_bytes,
     build: Annotated[bool, typer.Option(help="build missing images before serving")] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+    dataset: D.FormatOptions | None = None,
 ) -> None:
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
@@ -47,7 +51,7 @@ def serve(
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:
-        environments = resolve_targets(targets or [])
+        environments = resolve_targets(targets or [], dataset)
     except ManifestError as e:
         raise typer.BadParameter(str(e), param_hint="TARGETS") from e
     if build:

@@ -149,6 +149,13 @@ class Sandbox(abc.ABC):
         """Kill the persistent shell and everything it started; start a fresh one."""
 
     @abc.abstractmethod
+    async def kill_processes(self) -> int:
+        """Kill every process the sandbox's user started (the persistent shell, its
+        jobs, orphans, one-off commands) and return how many: what a grader runs first,
+        so nothing the agent left behind can change files or forge results while it
+        runs. The sandbox stays usable; the next `shell` call gets a fresh shell."""
+
+    @abc.abstractmethod
     async def exec(
         self,
         command: str | list[str],

@@ -37,6 +37,9 @@ class MemorySandbox(Sandbox):
 
     async def restart_shell(self) -> None: ...
 
+    async def kill_processes(self) -> int:
+        return 0
+
     async def exec(self, command: str | list[str], **kw: object) -> ExecResult:
         return ExecResult(output="", exit_code=0)
 

@@ -153,6 +153,39 @@ async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
     assert "sleep 262" not in ps and "sleep 263" not in ps, ps
 
 
+async def test_kill_processes_kills_everything_the_agent_started(
+    sandbox: DockerSandbox,
+) -> None:
+    """What a grader runs first: the shell's jobs, escaped orphans, one-off commands'
+    daemons and a process that cleared its environment all die; the sandbox and a
+    fresh shell still work."""
+    await sandbox.exec("(setsid sleep 271 > /dev/null 2>&1 &)")
+    await sandbox.shell("sleep 272 & (setsid env -i sleep 273 > /dev/null 2>&1 &)")
+    await sandbox.shell("export KEPT=1; while :; do sleep 1; done > /dev/null 2>&1 &")
+    before = await processes(sandbox)
+    assert all(f"sleep {n}" in before for n in (271, 272, 273)), before
+    assert await sandbox.kill_processes() >= 4
+    after = await processes(sandbox)
+    assert not any(f"sleep {n}" in after for n in (271, 272, 273)), after
+    result = await sandbox.shell("echo ${KEPT:-fresh}")
+    assert result.output == "fresh\n", result.output
+
+
+async def test_kill_processes_ends_a_running_shell_command(sandbox: DockerSandbox) -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def long_command() -> None:
+            result = await sandbox.shell("echo started; sleep 280", timeout_s=60)
+            assert result.exit_code is None and "killed" in result.output, result.output
+
+        tg.start_soon(long_command)
+        with anyio.fail_after(10):
+            while "sleep 280" not in await processes(sandbox):
+                await anyio.sleep(0.02)
+        await sandbox.kill_processes()
+    assert (await sandbox.shell("echo ok")).output == "ok\n"
+
+
 SENTINEL_TOKEN = "$(declare -f __orsbox_p | sed -n 's/.*000\\([0-9a-f]*\\):.*/\\1/p')"
 
 

@@ -13,8 +13,8 @@ carries nothing else, diagnostics go to stderr):
 
     >II  header length, payload length | header: JSON object | payload: raw bytes
 
-Requests carry an integer `id` and an `op`: hello, shell, restart, exec, read, write,
-untar. Each gets exactly one reply with the same `id`: `{"ok": true, ...}` or
+Requests carry an integer `id` and an `op`: hello, shell, restart, killall, exec, read,
+write, untar. Each gets exactly one reply with the same `id`: `{"ok": true, ...}` or
 `{"ok": false, "error": "...", "kind": "file" | "bad"}`. Command output, file contents,
 stdin and written data travel as the payload, never as JSON text, so binary data and
 50 MB files cost no escaping.
@@ -397,6 +397,7 @@ class Shell:
         self.proc.wait()
         self.forget()
         wait_dead(killed)  # whoever asked for the kill must not still see them
+        return len(killed) + 1
 
     def restart(self):
         call = self.call
@@ -883,6 +884,8 @@ class Agent:
         elif op == "restart":
             self.shell.restart()
             self.reply(rid, {"ok": True})
+        elif op == "killall":
+            self.reply(rid, {"ok": True, "killed": self.kill_all()})
         elif op == "exec":
             self.start_exec(rid, req, payload)
         elif op == "read":
@@ -896,6 +899,37 @@ class Agent:
             self.reply(rid, {"ok": True})
         else:
             raise ValueError(f"unknown op {op!r}")
+
+    def kill_all(self):
+        """Kill every process the sandbox's user could have started: all but the
+        container's own (PID 1 and what started before this agent), processes entered
+        from outside (this agent, sub-agents: their parent is outside, pid 0) and this
+        agent's ancestors. Before grading, so nothing the agent left running can change
+        files or forge results while the grader runs. The shell starts afresh on the
+        next call. A process of another user may survive (no CAP_KILL): none of the
+        agent's could have changed user (no-new-privileges, no capabilities)."""
+        shell, count = self.shell, 0
+        if shell.proc is not None:
+            call = shell.call
+            count = shell.kill(call)
+            if call is not None:
+                shell.finish(None, "[orsbox: every process was killed while this command ran]")
+        me = os.getpid()
+        table = process_table()
+        born = table[me][2] if me in table else 0
+        keep = {1, me}
+        pid = me
+        while pid in table and pid not in (0, 1):
+            keep.add(pid)
+            pid = table[pid][0]
+
+        def victims(table):
+            return [p for p in table if p not in keep and table[p][0] != 0 and table[p][2] >= born]
+
+        killed = set()
+        kill_sweep(victims, killed)
+        wait_dead(killed)
+        return count + len(killed)
 
     def start_exec(self, rid, req, stdin):
         cwd = req.get("cwd")

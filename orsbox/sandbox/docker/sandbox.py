@@ -91,6 +91,10 @@ class DockerSandbox(Sandbox):
         # (the agent answers that command with a note, then restarts).
         await self._call({"op": "restart"}, b"", 30.0)
 
+    async def kill_processes(self) -> int:
+        header, _ = await self._call({"op": "killall"}, b"", 30.0)
+        return int(header.get("killed", 0))
+
     async def exec(
         self,
         command: str | list[str],
