@@ -49,3 +49,36 @@ def test_run_plays_a_python_environment_in_process() -> None:
     assert done.returncode == 0, done.stderr
     assert "muffins" in done.stdout and "Incorrect. The answer was 7." in done.stdout
     assert done.stdout.rstrip().endswith("final reward: 0.0  finished: true")
+
+
+def test_dataset_options_reach_the_format_loader() -> None:
+    """`serve`, `run` and `build` share the dataset options: one model, checked once."""
+    from orsbox.cli.dataset_options import format_options
+
+    options = format_options(
+        name="bench",
+        image_map=["ubuntu:24.04=orsbox/debian:bookworm"],
+        instances=["a__b-1,c__d-2", "e__f-3"],
+        tools="bash, read_file",
+        memory="2g",
+    )
+    assert options.name == "bench" and options.memory_bytes == 2 * 1024**3
+    assert options.instances == ("a__b-1", "c__d-2", "e__f-3")
+    assert options.tools == ("bash", "read_file")
+    assert options.image_map.rewrite("ubuntu:24.04") == "orsbox/debian:bookworm"
+
+
+def test_instance_ids_from_a_file(tmp_path: Path) -> None:
+    from orsbox.formats.options import read_instance_ids
+
+    ids = tmp_path / "ids.txt"
+    ids.write_text("a__b-1\n# a comment\n\nc__d-2  # trailing\n")
+    assert read_instance_ids([f"@{ids}", "x__y-9"]) == ("a__b-1", "c__d-2", "x__y-9")
+
+
+def test_bad_dataset_options_are_named() -> None:
+    for command in ("serve", "build"):
+        done = orsbox(command, "swebench:rows.jsonl", "--image-map", "nonsense")
+        assert done.returncode == 2 and "'nonsense' is not FROM=TO" in done.stderr, done.stderr
+    done = orsbox("run", "swebench:rows.jsonl", "--actions", "a.jsonl", "--memory", "lots")
+    assert done.returncode == 2 and "memory 'lots'" in done.stderr, done.stderr
