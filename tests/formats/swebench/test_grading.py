@@ -1,0 +1,116 @@
+"""Grading on real instance images: the official harness's verdicts, and the ways an
+agent might get a reward it did not earn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.formats.swebench import dataset, images
+from tests.formats.swebench.conftest import load_one
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+
+@pytest.fixture
+def v4_env(tmp_path: Path, test_images: list[str]) -> Any:
+    path = dataset.write_jsonl(tmp_path / "test.jsonl", [dataset.v4_row()])
+    return load_one(path, test_cmd="pytest -rA")
+
+
+async def test_gold_patch_resolves(v4_env: Any, play: Any) -> None:
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        await episode.apply(dataset.patches().gold)
+        out = await episode.submit()
+    assert (out.reward, out.finished) == (1.0, True), out.metadata
+    assert out.metadata["FAIL_TO_PASS"] == {"passed": 1, "total": 1}
+    assert out.metadata["PASS_TO_PASS"] == {"passed": 3, "total": 3}
+
+
+async def test_no_change_is_not_resolved(v4_env: Any, play: Any) -> None:
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        out = await episode.submit()
+    assert out.reward == 0.0 and "empty patch" in out.metadata["reason"]
+
+
+async def test_fixing_fail_to_pass_but_breaking_pass_to_pass(v4_env: Any, play: Any) -> None:
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        await episode.apply(dataset.patches().breaks_p2p)
+        out = await episode.submit()
+    assert out.reward == 0.0
+    assert out.metadata["FAIL_TO_PASS"] == {"passed": 1, "total": 1}
+    assert out.metadata["failed_tests"] == ["tests/test_ops.py::test_add"]
+
+
+async def test_editing_the_tests_to_pass_earns_nothing(v4_env: Any, play: Any) -> None:
+    """The agent writes the test the patch will add, but one that passes with the bug,
+    and rewrites the others: the harness resets and re-applies the test files."""
+    fake = (
+        "def test_div_zero():\n    assert True\n\n\ndef test_add():\n    assert True\n"
+    )
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        await episode.write("/testbed/tests/test_ops.py", fake)
+        out = await episode.submit()
+    assert out.reward == 0.0
+    assert out.metadata["failed_tests"] == ["tests/test_ops.py::test_div_zero"]
+
+
+async def test_background_process_cannot_change_grading(v4_env: Any, play: Any) -> None:
+    """A daemon that keeps rewriting the source (to the gold fix, and to garbage) while
+    grading runs: killed before the diff, and absent from the grading container."""
+    loop = (
+        "nohup setsid bash -c 'while true; do echo \"def div(a, b): raise ValueError\" "
+        ">> /testbed/calc/ops.py; sleep 0.05; done' >/dev/null 2>&1 &"
+    )
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        await episode.apply(dataset.patches().gold)
+        await episode.bash(loop)
+        await episode.bash("sleep 0.3")
+        await episode.bash("cd /testbed && git checkout -q calc/ops.py && git apply /tmp/agent.diff")
+        out = await episode.submit()
+        tail = await episode.bash("sleep 0.3; tail -n 2 /testbed/calc/ops.py; pgrep -c bash || true")
+    assert out.reward == 1.0, out.metadata
+    assert "return a / b" in tail  # nothing appended after the kill
+
+
+async def test_patch_touching_a_binary_file(v4_env: Any, play: Any) -> None:
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        await episode.apply(dataset.patches().binary_and_gold)
+        out = await episode.submit()
+    assert out.reward == 1.0, out.metadata
+
+
+async def test_patch_that_does_not_apply_is_zero_with_reason(
+    v4_env: Any, play: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A diff the grading container cannot apply (it edits a file the repo lacks)."""
+    from orsbox.formats.swebench import grading
+
+    async def wrong_patch(*args: Any) -> str:
+        return dataset.patches().gold.replace("calc/ops.py", "calc/missing.py")
+
+    monkeypatch.setattr(grading, "agent_patch", wrong_patch)
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        out = await episode.submit()
+    assert out.reward == 0.0 and out.finished
+    assert "does not apply" in out.metadata["reason"]
+    assert "patch --batch --fuzz=5" in out.metadata["reason"]
+
+
+async def test_agent_sandbox_stays_as_it_was(v4_env: Any, play: Any) -> None:
+    """Grading takes the diff without touching the agent's index or files."""
+    async with play(v4_env, "pytest-dev__pytest-1") as episode:
+        await episode.apply(dataset.patches().gold)
+        await episode.bash("cd /testbed && echo new > new_file.txt")
+        before = await episode.bash("cd /testbed && git status --porcelain")
+        await episode.submit()
+        after = await episode.bash("cd /testbed && git status --porcelain")
+    assert before == after and "?? new_file.txt" in after
+
+
+async def test_instance_image_with_official_name_after_map(v4_env: Any) -> None:
+    env = v4_env({"instance_id": "pytest-dev__pytest-1"})
+    assert env.sandbox_spec().image == images.OFFICIAL
+    assert v4_env.needed_images() == []
