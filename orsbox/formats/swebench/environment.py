@@ -10,7 +10,6 @@ directory where the family says so); `submit` grades it as the official harness 
 from __future__ import annotations
 
 import logging
-import shlex
 from typing import Any, ClassVar
 
 import anyio
@@ -99,10 +98,10 @@ class SWEDatasetEnvironment(ContainerEnvironment):
         for script in (instance.setup_script, instance.hide_script):
             if script:
                 await self._run_or_fail(script, "setup")
-        workdir = await self.repo_dir()
-        head = await self._run_or_fail(f"git -C {shlex.quote(workdir)} -c safe.directory='*' "
-                                       "rev-parse HEAD", "finding the base commit")  # fmt: skip
-        self._base = head.strip()
+        try:
+            self._base = await grading.snapshot_tree(self.sandbox, await self.repo_dir())
+        except grading.PatchError as e:
+            raise SetupFailed(f"{instance.instance_id}: {e}") from None
 
     async def repo_dir(self) -> str:
         if self.instance.workdir:

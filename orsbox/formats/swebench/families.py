@@ -167,7 +167,7 @@ def _v4(row: Row, options: FormatOptions, family: Family) -> Instance:
 def _smith(row: Row, options: FormatOptions, family: Family) -> Instance:
     """The image holds the repository before the bug; the bug is the instance's branch
     when the image has it, else `patch` applied and committed at setup."""
-    instance = _common(row, options, family)
+    instance = _common(row, options, family, eval_script="")
     bug = text_field(row, "patch")
     branch = shlex.quote(instance.instance_id)
     setup = (

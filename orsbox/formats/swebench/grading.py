@@ -91,16 +91,35 @@ class Verdict:
 
 
 # -- the agent's side ------------------------------------------------------------------------
-async def agent_patch(sandbox: Sandbox, workdir: str, base: str) -> str:
-    """The working tree's diff against `base`, new files included, binary files as
-    binary patches; the agent's own index is not touched."""
-    script = (
+def _with_scratch_index(workdir: str, commands: str) -> str:
+    """`commands` run in `workdir` with a throw-away index and no user or system git
+    config, so neither the agent's index nor its global settings take part."""
+    return (
         f"cd {shlex.quote(workdir)} || exit 90\n"
         "export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_INDEX_FILE=$(mktemp -u)\n"
         "trap 'rm -f \"$GIT_INDEX_FILE\"' EXIT\n"
-        f"{GIT} read-tree {shlex.quote(base)} && {GIT} add -A . && "
+        f"{GIT} read-tree HEAD && {GIT} add -A . && {commands}"
+    )
+
+
+async def snapshot_tree(sandbox: Sandbox, workdir: str) -> str:
+    """The git tree of the working tree as the episode starts (what the agent's diff is
+    taken against): the base commit's, plus whatever the image keeps uncommitted (an
+    R2E-Gym `run_tests.sh`), so only the agent's changes make the patch."""
+    script = _with_scratch_index(workdir, f"{GIT} write-tree")
+    result = await sandbox.exec(["bash", "-c", script], timeout_s=300)
+    if result.exit_code != 0:
+        raise PatchError(f"could not read the repository: {result.output.strip()[-1000:]}")
+    return result.output.strip().splitlines()[-1]
+
+
+async def agent_patch(sandbox: Sandbox, workdir: str, base: str) -> str:
+    """The working tree's diff against `base` (a tree), new files included, binary
+    files as binary patches; the agent's own index is not touched."""
+    script = _with_scratch_index(
+        workdir,
         f"{GIT} diff --cached --binary --no-ext-diff --no-textconv --no-color "
-        f"--no-renames {shlex.quote(base)} > {AGENT_PATCH_FILE}"
+        f"--no-renames {shlex.quote(base)} > {AGENT_PATCH_FILE}",
     )
     result = await sandbox.exec(["bash", "-c", script], timeout_s=300)
     if result.exit_code != 0:

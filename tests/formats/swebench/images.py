@@ -37,7 +37,7 @@ WORKDIR /work
 RUN mkdir /r2e_tests && printf '%s\\n' 'from calc.ops import div' '' 'def test_div():' \\
     '    assert div(6, 3) == 2' '' 'def test_div_zero():' '    import pytest' \\
     '    with pytest.raises(ValueError):' '        div(1, 0)' > /r2e_tests/test_hidden.py \\
-    && printf '%s\\n' 'pytest -rA r2e_tests' > /testbed/run_tests.sh
+    && printf '%s\\n' 'python3 -m pytest -rA r2e_tests' > /testbed/run_tests.sh
 """,
 }
 
