@@ -47,14 +47,14 @@ def read_rows(path: Path, split: str | None = None) -> list[Row]:
     if not path.is_file():
         raise ManifestError(f"{path}: no such file or folder")
     records = _read_file(path)
-    return [_row(record, str(path), i, split or path.stem) for i, record in enumerate(records)]
+    return [_row(record, str(path), i, path.stem, split) for i, record in enumerate(records)]
 
 
-def _row(record: object, source: str, index: int, default_split: str) -> Row:
+def _row(record: object, source: str, index: int, default: str, forced: str | None) -> Row:
     if not isinstance(record, dict):
         raise ManifestError(f"{source}: row {index}: a row is an object, not {_kind(record)}")
     column = record.get("split")
-    split = column if isinstance(column, str) and column else default_split
+    split = forced or (column if isinstance(column, str) and column else default)
     return Row(record, source, index, split)
 
 
@@ -69,6 +69,8 @@ def _read_file(path: Path) -> list[object]:
             return _read_parquet(path)
     except OSError as e:
         raise ManifestError(f"{path}: cannot read it: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{path}: not UTF-8 text (byte {e.start})") from None
     raise ManifestError(f"{path}: not a dataset (.jsonl, .json, .parquet or a datasets folder)")
 
 
@@ -110,18 +112,18 @@ def _read_folder(path: Path, split: str | None) -> list[Row]:
     """A `save_to_disk` folder: a `Dataset` (state.json) or a `DatasetDict` (one
     Dataset folder per split, listed in dataset_dict.json)."""
     if (path / "state.json").is_file():
-        return _read_arrow_dataset(path, split or path.name)
+        return _read_arrow_dataset(path, path.name, split)
     listing = path / "dataset_dict.json"
     if listing.is_file():
         splits = _json_file(listing).get("splits", [])
-        return [row for name in splits for row in _read_arrow_dataset(path / name, split or name)]
+        return [row for name in splits for row in _read_arrow_dataset(path / name, name, split)]
     raise ManifestError(
         f"{path}: not a dataset folder (no state.json or dataset_dict.json from "
         "datasets' save_to_disk)"
     )
 
 
-def _read_arrow_dataset(folder: Path, split: str) -> list[Row]:
+def _read_arrow_dataset(folder: Path, default: str, forced: str | None) -> list[Row]:
     import pyarrow as pa
 
     files = [entry.get("filename") for entry in _json_file(folder / "state.json").get(
@@ -135,7 +137,7 @@ def _read_arrow_dataset(folder: Path, split: str) -> list[Row]:
                 records = pa.ipc.open_stream(source).read_all().to_pylist()
         except (OSError, pa.ArrowException) as e:
             raise ManifestError(f"{arrow}: cannot read it as Arrow data: {e}") from None
-        rows += [_row(record, str(arrow), i, split) for i, record in enumerate(records)]
+        rows += [_row(r, str(arrow), i, default, forced) for i, r in enumerate(records)]
     return rows
 
 
