@@ -113,11 +113,3 @@ def grade_log(spec: Any, log: str) -> Report:
     report = grading.get_eval_tests_report(status_map, gold, eval_type=eval_type)
     resolved = grading.get_resolution_status(report) == constants.ResolvedStatus.FULL.value
     return Report(resolved, True, report[FAIL_TO_PASS], report[PASS_TO_PASS])
-
-
-def official_report(spec: Any, log_path: Path) -> bool:
-    """`resolved` as swebench's own `get_eval_report` says it (grading parity tests)."""
-    grading = _module("swebench.harness.grading")
-    prediction = {"instance_id": spec.instance_id, "model_patch": "x", "model_name_or_path": "t"}
-    report = grading.get_eval_report(spec, prediction, str(log_path), False)
-    return bool(report[spec.instance_id]["resolved"])
