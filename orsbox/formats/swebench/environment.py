@@ -18,7 +18,7 @@ from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.environment import as_split
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
-from orsbox.errors import BadRequest, ImageNotFound, ManifestError, SandboxGone, SetupFailed
+from orsbox.errors import BadRequest, ManifestError, SandboxGone, SetupFailed
 from orsbox.formats.options import FormatOptions
 from orsbox.formats.swebench import grading, images
 from orsbox.formats.swebench.families import Instance
@@ -111,8 +111,9 @@ class SWEDatasetEnvironment(ContainerEnvironment):
     async def _run_or_fail(self, script: str, what: str) -> str:
         result = await self.sandbox.exec(["bash", "-c", script], timeout_s=600)
         if result.exit_code != 0:
-            raise SetupFailed(f"{self.instance.instance_id}: {what} failed: "
-                              f"{result.output.strip()[-2000:]}")  # fmt: skip
+            raise SetupFailed(
+                f"{self.instance.instance_id}: {what} failed: {result.output.strip()[-2000:]}"
+            )
         return result.output
 
     # -- grading ----------------------------------------------------------------------------
@@ -138,9 +139,11 @@ class SWEDatasetEnvironment(ContainerEnvironment):
     async def _grade_patch(self, patch: str) -> grading.Verdict:
         spec = self.sandbox_spec()
         spec = spec.model_copy(
-            update={"session_id": f"{spec.session_id}-grading",
-                    "labels": {**spec.labels, "orsbox.role": "grading"}}
-        )  # fmt: skip
+            update={
+                "session_id": f"{spec.session_id}-grading",
+                "labels": {**spec.labels, "orsbox.role": "grading"},
+            }
+        )
         return await grading.grade_patch(
             self._backend(), spec, self.instance, patch, self.eval_timeout_s
         )

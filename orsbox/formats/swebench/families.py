@@ -35,8 +35,19 @@ TESTBED = "/testbed"
 CONDA = ["source /opt/miniconda3/bin/activate", "conda activate testbed"]
 HEREDOC = "EOF_114329324912"  # the delimiter SWE-bench's eval scripts use
 DEFAULT_PARSER = "parse_log_pytest"
-NON_TEST_SUFFIXES = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml",
-                     ".yaml", ".toml")  # fmt: skip
+NON_TEST_SUFFIXES = (
+    ".json",
+    ".png",
+    "csv",
+    ".txt",
+    ".md",
+    ".jpg",
+    ".jpeg",
+    ".pkl",
+    ".yml",
+    ".yaml",
+    ".toml",
+)
 R2E_HIDDEN = ("/r2e_tests", "/root/r2e_tests")
 
 
@@ -157,11 +168,17 @@ def _v4(row: Row, options: FormatOptions, family: Family) -> Instance:
     parser = _parser(row, named) if named else harness.repo_parsers().get(repo, DEFAULT_PARSER)
     test_patch = text_field(row, "test_patch")
     script = eval_script(
-        base, test_patch, test_cmd, directives(repo, test_patch), TESTBED, conda=True,
+        base,
+        test_patch,
+        test_cmd,
+        directives(repo, test_patch),
+        TESTBED,
+        conda=True,
         before=[*spec.get("eval_commands", []), *([spec["install"]] if "install" in spec else [])],
-    )  # fmt: skip
-    return _common(row, options, family, eval_script=script, log_parser=parser,
-                   eval_type=_eval_type(row, repo))  # fmt: skip
+    )
+    return _common(
+        row, options, family, eval_script=script, log_parser=parser, eval_type=_eval_type(row, repo)
+    )
 
 
 def _smith(row: Row, options: FormatOptions, family: Family) -> Instance:
@@ -176,13 +193,19 @@ def _smith(row: Row, options: FormatOptions, family: Family) -> Instance:
         "git -c user.name=orsbox -c user.email=orsbox@localhost commit -qam 'SWE-smith instance'"
         "; fi"
     )
-    test_files = sorted({t.split("::")[0] for t in instance.fail_to_pass + instance.pass_to_pass
-                         if ".py::" in t})  # fmt: skip
+    test_files = sorted(
+        {t.split("::")[0] for t in instance.fail_to_pass + instance.pass_to_pass if ".py::" in t}
+    )
     parser = row.data.get("log_parser")
-    script = eval_script("HEAD", "", _test_cmd(row, options, None), [], TESTBED, conda=True,
-                         reset=test_files)  # fmt: skip
-    return _replace(instance, setup_script=setup, eval_script=script,
-                    log_parser=_parser(row, parser) if parser else DEFAULT_PARSER)  # fmt: skip
+    script = eval_script(
+        "HEAD", "", _test_cmd(row, options, None), [], TESTBED, conda=True, reset=test_files
+    )
+    return _replace(
+        instance,
+        setup_script=setup,
+        eval_script=script,
+        log_parser=_parser(row, parser) if parser else DEFAULT_PARSER,
+    )
 
 
 def _rebench(row: Row, options: FormatOptions, family: Family) -> Instance:
@@ -199,9 +222,15 @@ def _rebench(row: Row, options: FormatOptions, family: Family) -> Instance:
     test_patch = text_field(row, "test_patch")
     script = eval_script(base, test_patch, test_cmd, [], None, conda=False)
     repo = text_field(row, "repo")
-    return _common(row, options, family, workdir=row.data.get("workdir") or None,
-                   eval_script=script, log_parser=_parser(row, str(parser)),
-                   eval_type=_eval_type(row, repo))  # fmt: skip
+    return _common(
+        row,
+        options,
+        family,
+        workdir=row.data.get("workdir") or None,
+        eval_script=script,
+        log_parser=_parser(row, str(parser)),
+        eval_type=_eval_type(row, repo),
+    )
 
 
 def _r2e(row: Row, options: FormatOptions, family: Family) -> Instance:
@@ -213,11 +242,17 @@ def _r2e(row: Row, options: FormatOptions, family: Family) -> Instance:
     find_tests = " ".join(f"[ -d {d} ] && ln -sfn {d} {TESTBED}/r2e_tests;" for d in R2E_HIDDEN)
     script = f"cd {TESTBED}\n{find_tests}\n: '{START}'\nbash run_tests.sh\n: '{END}'\n"
     return _common(
-        row, options, family, instance_id=instance_id,
+        row,
+        options,
+        family,
+        instance_id=instance_id,
         repo=str(row.data.get("repo") or row.data.get("repo_name") or ""),
-        fail_to_pass=sorted(expected), pass_to_pass=[], eval_script=script,
-        hide_script=f"rm -rf {hidden} {TESTBED}/r2e_tests", expected={str(k): str(v) for k, v in expected.items()},
-    )  # fmt: skip
+        fail_to_pass=sorted(expected),
+        pass_to_pass=[],
+        eval_script=script,
+        hide_script=f"rm -rf {hidden} {TESTBED}/r2e_tests",
+        expected={str(k): str(v) for k, v in expected.items()},
+    )
 
 
 START = ">>>>> Start Test Output"

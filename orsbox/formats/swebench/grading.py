@@ -194,8 +194,9 @@ def judge(instance: Instance, log: str, timings: dict[str, float] | None = None)
         reason = "every FAIL_TO_PASS and PASS_TO_PASS test passes"
         if not report.resolved:
             reason = "some FAIL_TO_PASS or PASS_TO_PASS tests do not pass"
-    return Verdict(report.resolved, reason, report.fail_to_pass, report.pass_to_pass, tail,
-                   timings or {})  # fmt: skip
+    return Verdict(
+        report.resolved, reason, report.fail_to_pass, report.pass_to_pass, tail, timings or {}
+    )
 
 
 async def _pwd(sandbox: Sandbox) -> str:

@@ -48,9 +48,7 @@ def _templated(row: Row, instance_id: str, options: FormatOptions) -> str | None
     if not options.image_template:
         return None
     fields = {k: v for k, v in row.data.items() if isinstance(v, str | int)}
-    fields.update(
-        instance_id=instance_id, id_1776=instance_id.lower().replace("__", "_1776_")
-    )
+    fields.update(instance_id=instance_id, id_1776=instance_id.lower().replace("__", "_1776_"))
     try:
         return options.image_template.format_map(fields)
     except (KeyError, IndexError, ValueError) as e:

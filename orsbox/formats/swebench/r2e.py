@@ -36,9 +36,15 @@ def judge(expected: dict[str, str], log: str) -> tuple[bool, str, dict[str, list
     same = [t for t in want if got.get(t) == want[t]]
     differ = sorted(set(want) - set(same)) + sorted(set(got) - set(want))
     if not got:
-        return False, "the hidden tests printed no pytest summary", {"success": [], "failure": differ}
+        return (
+            False,
+            "the hidden tests printed no pytest summary",
+            {"success": [], "failure": differ},
+        )
     resolved = not differ
-    reason = "the tests' results equal expected_output_json" if resolved else (
-        "the tests' results differ from expected_output_json"
+    reason = (
+        "the tests' results equal expected_output_json"
+        if resolved
+        else ("the tests' results differ from expected_output_json")
     )
     return resolved, reason, {"success": same, "failure": differ}

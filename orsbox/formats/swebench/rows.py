@@ -126,9 +126,9 @@ def _read_folder(path: Path, split: str | None) -> list[Row]:
 def _read_arrow_dataset(folder: Path, default: str, forced: str | None) -> list[Row]:
     import pyarrow as pa
 
-    files = [entry.get("filename") for entry in _json_file(folder / "state.json").get(
-        "_data_files", []
-    )]
+    files = [
+        entry.get("filename") for entry in _json_file(folder / "state.json").get("_data_files", [])
+    ]
     rows: list[Row] = []
     for name in files:
         arrow = folder / str(name)
@@ -152,7 +152,9 @@ def _json_file(path: Path) -> dict[str, Any]:
 
 
 def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+    return {dict: "an object", list: "a list", str: "a string"}.get(
+        type(value), type(value).__name__
+    )
 
 
 # -- fields ------------------------------------------------------------------------------

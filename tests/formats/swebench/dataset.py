@@ -11,19 +11,19 @@ from pathlib import Path
 
 REPO = Path(__file__).parent / "image" / "repo"
 
-FIXED_DIV = '''def div(a, b):
+FIXED_DIV = """def div(a, b):
     if b == 0:
         raise ValueError("division by zero")
     return a / b
-'''
-NEW_TEST = '''
+"""
+NEW_TEST = """
 
 def test_div_zero():
     import pytest
 
     with pytest.raises(ValueError):
         div(1, 0)
-'''
+"""
 PROBLEM = "calc.ops.div(1, 0) raises ZeroDivisionError; it should raise ValueError."
 F2P = ["tests/test_ops.py::test_div_zero"]
 P2P = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_sub", "tests/test_ops.py::test_div"]
@@ -101,12 +101,19 @@ def v4_row() -> dict[str, object]:
     SWE-bench knows, so the official image name and its log parser apply.)"""
     p = patches()
     return {
-        "repo": "pytest-dev/pytest", "instance_id": "pytest-dev__pytest-1", "base_commit": base_commit(),
-        "patch": p.gold, "test_patch": p.test, "problem_statement": PROBLEM,
-        "hints_text": "Look at div.", "created_at": "2026-01-01T00:00:00Z", "version": "1.0",
-        "FAIL_TO_PASS": json.dumps(F2P), "PASS_TO_PASS": json.dumps(P2P),
+        "repo": "pytest-dev/pytest",
+        "instance_id": "pytest-dev__pytest-1",
+        "base_commit": base_commit(),
+        "patch": p.gold,
+        "test_patch": p.test,
+        "problem_statement": PROBLEM,
+        "hints_text": "Look at div.",
+        "created_at": "2026-01-01T00:00:00Z",
+        "version": "1.0",
+        "FAIL_TO_PASS": json.dumps(F2P),
+        "PASS_TO_PASS": json.dumps(P2P),
         "environment_setup_commit": base_commit(),
-    }  # fmt: skip
+    }
 
 
 def v5_row(image: str) -> dict[str, object]:
@@ -114,14 +121,25 @@ def v5_row(image: str) -> dict[str, object]:
     from orsbox.formats.swebench.families import eval_script
 
     p = patches()
-    script = eval_script(base_commit(), p.test, "pytest -rA", ["tests/test_ops.py"], "/testbed",
-                         conda=True)  # fmt: skip
+    script = eval_script(
+        base_commit(), p.test, "pytest -rA", ["tests/test_ops.py"], "/testbed", conda=True
+    )
     return {
-        "repo": "calc/calc", "instance_id": "calc__calc-5", "base_commit": base_commit(),
-        "patch": p.gold, "test_patch": p.test, "problem_statement": PROBLEM, "hints_text": "",
-        "version": "1.0", "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P, "image": image,
-        "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail", "eval_script": script,
-    }  # fmt: skip
+        "repo": "calc/calc",
+        "instance_id": "calc__calc-5",
+        "base_commit": base_commit(),
+        "patch": p.gold,
+        "test_patch": p.test,
+        "problem_statement": PROBLEM,
+        "hints_text": "",
+        "version": "1.0",
+        "FAIL_TO_PASS": F2P,
+        "PASS_TO_PASS": P2P,
+        "image": image,
+        "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail",
+        "eval_script": script,
+    }
 
 
 def gym_row() -> dict[str, object]:
@@ -134,34 +152,48 @@ def gym_row() -> dict[str, object]:
 def smith_row(image: str, instance_id: str) -> dict[str, object]:
     """SWE-smith: `patch` introduces the bug; lists as lists; image_name; no test_patch."""
     return {
-        "instance_id": instance_id, "repo": "swesmith/calc__calc.0000aaaa",
-        "patch": patches().bug, "FAIL_TO_PASS": ["tests/test_ops.py::test_div"],
+        "instance_id": instance_id,
+        "repo": "swesmith/calc__calc.0000aaaa",
+        "patch": patches().bug,
+        "FAIL_TO_PASS": ["tests/test_ops.py::test_div"],
         "PASS_TO_PASS": ["tests/test_ops.py::test_add", "tests/test_ops.py::test_sub"],
-        "created_at": "2026-01-01", "image_name": image, "base_commit": base_commit(),
+        "created_at": "2026-01-01",
+        "image_name": image,
+        "base_commit": base_commit(),
         "problem_statement": "div(6, 3) returns 18 instead of 2.",
-    }  # fmt: skip
+    }
 
 
 def rebench_row(image: str) -> dict[str, object]:
     """SWE-rebench V2: install_config carries test_cmd and log_parser; image WORKDIR."""
     p = patches()
     return {
-        "instance_id": "calc__calc-9", "repo": "calc/calc", "base_commit": base_commit(),
-        "patch": p.gold, "test_patch": p.test, "problem_statement": PROBLEM, "hints_text": "",
-        "FAIL_TO_PASS": json.dumps(F2P), "PASS_TO_PASS": json.dumps(P2P),
+        "instance_id": "calc__calc-9",
+        "repo": "calc/calc",
+        "base_commit": base_commit(),
+        "patch": p.gold,
+        "test_patch": p.test,
+        "problem_statement": PROBLEM,
+        "hints_text": "",
+        "FAIL_TO_PASS": json.dumps(F2P),
+        "PASS_TO_PASS": json.dumps(P2P),
         "install_config": {"test_cmd": "pytest -rA tests/test_ops.py", "log_parser": "pytest"},
         "image_name": image,
-    }  # fmt: skip
+    }
 
 
 def r2e_row(image: str) -> dict[str, object]:
     """R2E-Gym: no instance_id; docker_image; hidden tests; expected_output_json."""
     expected = {"test_div_zero": "PASSED", "test_div": "PASSED"}
     return {
-        "repo_name": "calc", "docker_image": image, "commit_hash": base_commit(),
-        "problem_statement": PROBLEM, "expected_output_json": json.dumps(expected),
-        "modified_files": ["calc/ops.py"], "num_non_test_files": 1,
-    }  # fmt: skip
+        "repo_name": "calc",
+        "docker_image": image,
+        "commit_hash": base_commit(),
+        "problem_statement": PROBLEM,
+        "expected_output_json": json.dumps(expected),
+        "modified_files": ["calc/ops.py"],
+        "num_non_test_files": 1,
+    }
 
 
 def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:

@@ -43,8 +43,9 @@ RUN mkdir /r2e_tests && printf '%s\\n' 'from calc.ops import div' '' 'def test_d
 
 
 def _docker(*args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(["docker", *args], input=stdin, capture_output=True, text=True,
-                          timeout=BUILD_TIMEOUT_S)  # fmt: skip
+    done = subprocess.run(
+        ["docker", *args], input=stdin, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+    )
     assert done.returncode == 0, f"docker {args[0]} failed: {done.stderr[-3000:]}"
     return done.stdout
 
@@ -52,8 +53,17 @@ def _docker(*args: str, stdin: str | None = None) -> str:
 def build_all() -> list[str]:
     """Build (from the engine's cache when unchanged) and tag every test image."""
     folder = Path(__file__).parent / "image"
-    _docker("build", "-q", "--label", LABEL, "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
-            "-t", CALC, str(folder))  # fmt: skip
+    _docker(
+        "build",
+        "-q",
+        "--label",
+        LABEL,
+        "--build-arg",
+        f"BASE_IMAGE={BASE_IMAGE}",
+        "-t",
+        CALC,
+        str(folder),
+    )
     for tag, dockerfile in VARIANTS.items():
         _docker("build", "-q", "--label", LABEL, "-t", tag, "-", stdin=dockerfile)
     for alias in (OFFICIAL, GYM):
@@ -68,6 +78,7 @@ def remove_all(tags: list[str]) -> None:
 
 @cache
 def image_head() -> str:
-    out = _docker("run", "--rm", "--label", LABEL, CALC, "git", "-C", "/testbed", "rev-parse",
-                  "HEAD")  # fmt: skip
+    out = _docker(
+        "run", "--rm", "--label", LABEL, CALC, "git", "-C", "/testbed", "rev-parse", "HEAD"
+    )
     return out.strip()

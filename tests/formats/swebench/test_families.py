@@ -22,15 +22,20 @@ async def _play(play: Any, env: Any, instance_id: str, patch: str | None) -> Any
 
 
 @pytest.mark.parametrize("fixed", [True, False])
-async def test_v5_self_contained_row(tmp_path: Path, play: Any, test_images: Any, fixed: bool) -> None:
+async def test_v5_self_contained_row(
+    tmp_path: Path, play: Any, test_images: Any, fixed: bool
+) -> None:
     env = load_one(dataset.write_jsonl(tmp_path / "v5.jsonl", [dataset.v5_row(images.CALC)]))
     out = await _play(play, env, "calc__calc-5", dataset.patches().gold if fixed else None)
     assert out.reward == (1.0 if fixed else 0.0), out.metadata
 
 
-async def test_swe_gym_row_uses_its_image_names(tmp_path: Path, play: Any, test_images: Any) -> None:
-    env = load_one(dataset.write_jsonl(tmp_path / "gym.jsonl", [dataset.gym_row()]),
-                   test_cmd="pytest -rA")  # fmt: skip
+async def test_swe_gym_row_uses_its_image_names(
+    tmp_path: Path, play: Any, test_images: Any
+) -> None:
+    env = load_one(
+        dataset.write_jsonl(tmp_path / "gym.jsonl", [dataset.gym_row()]), test_cmd="pytest -rA"
+    )
     assert env.instances["calc-org__calc-7"].family == "swe-gym"
     assert env.instances["calc-org__calc-7"].image == images.GYM
     out = await _play(play, env, "calc-org__calc-7", dataset.patches().gold)
@@ -53,8 +58,12 @@ async def test_swe_smith_row(tmp_path: Path, play: Any, test_images: Any, image:
     assert fixed.reward == 1.0, fixed.metadata
 
 
-async def test_swe_rebench_row_in_the_images_workdir(tmp_path: Path, play: Any, test_images: Any) -> None:
-    env = load_one(dataset.write_jsonl(tmp_path / "rebench.jsonl", [dataset.rebench_row(images.REBENCH)]))
+async def test_swe_rebench_row_in_the_images_workdir(
+    tmp_path: Path, play: Any, test_images: Any
+) -> None:
+    env = load_one(
+        dataset.write_jsonl(tmp_path / "rebench.jsonl", [dataset.rebench_row(images.REBENCH)])
+    )
     assert env.instances["calc__calc-9"].workdir is None
     async with play(env, "calc__calc-9") as episode:
         assert (await episode.bash("pwd")).strip() == "/work"

@@ -47,9 +47,7 @@ async def test_fixing_fail_to_pass_but_breaking_pass_to_pass(v4_env: Any, play: 
 async def test_editing_the_tests_to_pass_earns_nothing(v4_env: Any, play: Any) -> None:
     """The agent writes the test the patch will add, but one that passes with the bug,
     and rewrites the others: the harness resets and re-applies the test files."""
-    fake = (
-        "def test_div_zero():\n    assert True\n\n\ndef test_add():\n    assert True\n"
-    )
+    fake = "def test_div_zero():\n    assert True\n\n\ndef test_add():\n    assert True\n"
     async with play(v4_env, "pytest-dev__pytest-1") as episode:
         await episode.write("/testbed/tests/test_ops.py", fake)
         out = await episode.submit()
@@ -61,16 +59,20 @@ async def test_background_process_cannot_change_grading(v4_env: Any, play: Any) 
     """A daemon that keeps rewriting the source (to the gold fix, and to garbage) while
     grading runs: killed before the diff, and absent from the grading container."""
     loop = (
-        "nohup setsid bash -c 'while true; do echo \"def div(a, b): raise ValueError\" "
+        'nohup setsid bash -c \'while true; do echo "def div(a, b): raise ValueError" '
         ">> /testbed/calc/ops.py; sleep 0.05; done' >/dev/null 2>&1 &"
     )
     async with play(v4_env, "pytest-dev__pytest-1") as episode:
         await episode.apply(dataset.patches().gold)
         await episode.bash(loop)
         await episode.bash("sleep 0.3")
-        await episode.bash("cd /testbed && git checkout -q calc/ops.py && git apply /tmp/agent.diff")
+        await episode.bash(
+            "cd /testbed && git checkout -q calc/ops.py && git apply /tmp/agent.diff"
+        )
         out = await episode.submit()
-        tail = await episode.bash("sleep 0.3; tail -n 2 /testbed/calc/ops.py; pgrep -c bash || true")
+        tail = await episode.bash(
+            "sleep 0.3; tail -n 2 /testbed/calc/ops.py; pgrep -c bash || true"
+        )
     assert out.reward == 1.0, out.metadata
     assert "return a / b" in tail  # nothing appended after the kill
 
@@ -114,3 +116,19 @@ async def test_instance_image_with_official_name_after_map(v4_env: Any) -> None:
     env = v4_env({"instance_id": "pytest-dev__pytest-1"})
     assert env.sandbox_spec().image == images.OFFICIAL
     assert v4_env.needed_images() == []
+
+
+async def test_missing_image_fails_setup_naming_it_and_how_to_provide_it(
+    tmp_path: Path, play: Any, test_images: list[str]
+) -> None:
+    """No registry answers here: the pull fails, and setup says what to do."""
+    from orsbox.errors import SetupFailed
+
+    row = dataset.v5_row("orsbox-test/never-built:1")
+    env = load_one(dataset.write_jsonl(tmp_path / "t.jsonl", [row]))
+    with pytest.raises(SetupFailed) as caught:
+        async with play(env, "calc__calc-5"):
+            pass
+    message = str(caught.value)
+    assert "image orsbox-test/never-built:1 is not on this machine" in message
+    assert "docker load" in message and "--image-map orsbox-test/never-built:1=LOCAL" in message

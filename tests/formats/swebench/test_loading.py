@@ -42,9 +42,13 @@ def test_jsonl_json_parquet_and_a_datasets_folder_load_alike(tmp_path: Path) -> 
     data = rows()
     jsonl = dataset.write_jsonl(tmp_path / "test.jsonl", data)
     (tmp_path / "test.json").write_text(json.dumps(data))
+
     def hub_style(row: dict[str, Any]) -> dict[str, Any]:  # one type per column
-        lists = {k: json.dumps(row[k]) for k in ("FAIL_TO_PASS", "PASS_TO_PASS")
-                 if not isinstance(row[k], str)}  # fmt: skip
+        lists = {
+            k: json.dumps(row[k])
+            for k in ("FAIL_TO_PASS", "PASS_TO_PASS")
+            if not isinstance(row[k], str)
+        }
         config = row.get("install_config")
         return {**row, **lists, "install_config": json.dumps(config) if config else None}
 
@@ -52,15 +56,21 @@ def test_jsonl_json_parquet_and_a_datasets_folder_load_alike(tmp_path: Path) -> 
     pq.write_table(table, tmp_path / "test.parquet")
     folder = tmp_path / "saved" / "test"
     folder.mkdir(parents=True)
-    with pa.OSFile(str(folder / "data-00000-of-00001.arrow"), "wb") as sink:
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-    (folder / "state.json").write_text(json.dumps(
-        {"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_split": "test"}))
+    arrow = str(folder / "data-00000-of-00001.arrow")
+    with pa.OSFile(arrow, "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    (folder / "state.json").write_text(
+        json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}], "_split": "test"})
+    )
     (folder / "dataset_info.json").write_text("{}")
     (tmp_path / "saved" / "dataset_dict.json").write_text(json.dumps({"splits": ["test"]}))
-    for path in (jsonl, tmp_path / "test.json", tmp_path / "test.parquet", folder,
-                 tmp_path / "saved"):  # fmt: skip
+    for path in (
+        jsonl,
+        tmp_path / "test.json",
+        tmp_path / "test.parquet",
+        folder,
+        tmp_path / "saved",
+    ):
         assert ids(path) == {"test": ALL}, path
 
 
@@ -81,14 +91,19 @@ def test_instances_filter_and_unknown_ids(tmp_path: Path) -> None:
 
 def test_tasks_carry_no_gold_patch_or_tests(tmp_path: Path) -> None:
     (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", rows()), options(test_cmd="x"))
-    assert env.list_tasks("t")[0] == {"instance_id": "pytest-dev__pytest-1", "repo": "pytest-dev/pytest"}
+    assert env.list_tasks("t")[0] == {
+        "instance_id": "pytest-dev__pytest-1",
+        "repo": "pytest-dev/pytest",
+    }
 
 
 def test_lists_as_lists_or_json_strings_read_the_same(tmp_path: Path) -> None:
     as_text, as_list = dataset.v4_row(), dataset.v4_row()
     as_list.update(FAIL_TO_PASS=dataset.F2P, PASS_TO_PASS=dataset.P2P, instance_id="a__b-2")
-    (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [as_text, as_list]),
-                  options(test_cmd="pytest -rA"))  # fmt: skip
+    (env,) = load(
+        dataset.write_jsonl(tmp_path / "t.jsonl", [as_text, as_list]),
+        options(test_cmd="pytest -rA"),
+    )
     first, second = env.instances.values()
     assert first.fail_to_pass == second.fail_to_pass == dataset.F2P
     assert first.pass_to_pass == second.pass_to_pass == dataset.P2P
@@ -133,8 +148,9 @@ def _broken(tmp_path: Path, change: dict[str, Any], drop: str | None = None) -> 
         ({"base_commit": 7}, None, "field 'base_commit' must be a string"),
     ],
 )
-def test_bad_rows_stop_the_load(tmp_path: Path, change: dict[str, Any], drop: str | None,
-                                problem: str) -> None:  # fmt: skip
+def test_bad_rows_stop_the_load(
+    tmp_path: Path, change: dict[str, Any], drop: str | None, problem: str
+) -> None:
     assert problem in _broken(tmp_path, change, drop)
 
 
@@ -155,8 +171,9 @@ def test_v4_row_without_a_test_command_says_how_to_give_one(tmp_path: Path) -> N
         ("empty.jsonl", "", "the dataset has no rows"),
     ],
 )
-def test_unreadable_files_stop_the_load(tmp_path: Path, name: str, content: str | None,
-                                        problem: str) -> None:  # fmt: skip
+def test_unreadable_files_stop_the_load(
+    tmp_path: Path, name: str, content: str | None, problem: str
+) -> None:
     path = tmp_path / name
     if content is not None:
         path.write_text(content)

@@ -62,23 +62,42 @@ CASES = [
     ("sympy F2P errors", "parse_log_sympy", SY, log(SYMPY_ERROR, 1), False),
     ("go resolved", "parse_log_gotest", GO, log(GO_OK), True),
     ("no markers: tests never ran", "parse_log_pytest", PY, PYTEST_OK, False),
-    ("test patch failed", "parse_log_pytest", PY, ">>>>> Patch Apply Failed\n" + log(PYTEST_OK), False),
-    ("F2P test missing from the log", "parse_log_pytest", ("tests/test_a.py::nope", PY[1]),
-     log(PYTEST_OK), False),
-]  # fmt: skip
+    (
+        "test patch failed",
+        "parse_log_pytest",
+        PY,
+        ">>>>> Patch Apply Failed\n" + log(PYTEST_OK),
+        False,
+    ),
+    (
+        "F2P test missing from the log",
+        "parse_log_pytest",
+        ("tests/test_a.py::nope", PY[1]),
+        log(PYTEST_OK),
+        False,
+    ),
+]
 
 
 def instance(parser: str, tests: tuple[str, str]) -> Instance:
     return Instance(
-        instance_id="calc__calc-1", family="v5", repo="calc/calc", image="calc:1",
-        workdir="/testbed", problem_statement="p", hints="", fail_to_pass=[tests[0]],
-        pass_to_pass=[tests[1]], eval_script="#!/bin/bash\n: '>>>>> Start Test Output'\n"
-        "pytest\n: '>>>>> End Test Output'\n", log_parser=parser,
-    )  # fmt: skip
+        instance_id="calc__calc-1",
+        family="v5",
+        repo="calc/calc",
+        image="calc:1",
+        workdir="/testbed",
+        problem_statement="p",
+        hints="",
+        fail_to_pass=[tests[0]],
+        pass_to_pass=[tests[1]],
+        eval_script="#!/bin/bash\n: '>>>>> Start Test Output'\npytest\n: '>>>>> End Test Output'\n",
+        log_parser=parser,
+    )
 
 
-@pytest.mark.parametrize(("parser", "tests", "text", "resolved"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("parser", "tests", "text", "resolved"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_orsbox_and_swebench_agree(
     tmp_path: Path, parser: str, tests: tuple[str, str], text: str, resolved: bool
 ) -> None:
