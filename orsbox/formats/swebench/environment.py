@@ -18,7 +18,7 @@ from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.environment import as_split
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
-from orsbox.errors import BadRequest, ManifestError, SandboxGone, SetupFailed
+from orsbox.errors import BadRequest, ImageNotFound, ManifestError, SandboxGone, SetupFailed
 from orsbox.formats.options import FormatOptions
 from orsbox.formats.swebench import grading, images
 from orsbox.formats.swebench.families import Instance
@@ -90,8 +90,14 @@ class SWEDatasetEnvironment(ContainerEnvironment):
 
     # -- lifecycle ------------------------------------------------------------------------
     async def setup(self) -> None:
-        await _ensure_image(self.instance.image, self._backend().kind)
-        await super().setup()
+        """A missing image is pulled (docker backends) and the start tried once more."""
+        try:
+            await super().setup()
+        except ImageNotFound:
+            if self._backend().kind != "docker":
+                raise
+            await anyio.to_thread.run_sync(images.pull, self.instance.image)
+            await super().setup()
 
     async def prepare(self) -> None:
         instance = self.instance
@@ -165,32 +171,6 @@ class SWEDatasetEnvironment(ContainerEnvironment):
         """Submit your changes to the repository for grading: the tests run on your diff
         as the official SWE-bench harness runs them. Ends the episode."""
         return await self.finished_output()
-
-
-async def _ensure_image(image: str, backend_kind: str) -> None:
-    """Pull a missing image (docker backends only) before the sandbox starts."""
-    if backend_kind != "docker":
-        return
-    present = await anyio.to_thread.run_sync(_image_present, image)
-    if not present:
-        await anyio.to_thread.run_sync(images.pull, image)
-
-
-def _image_present(image: str) -> bool:
-    import docker
-    import docker.errors
-
-    try:
-        client = docker.from_env(timeout=60)
-        try:
-            client.images.get(image)
-        finally:
-            client.close()
-    except docker.errors.ImageNotFound:
-        return False
-    except docker.errors.DockerException:
-        return True  # no answer: the start reports it
-    return True
 
 
 def dataset_environment(

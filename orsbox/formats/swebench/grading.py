@@ -104,9 +104,20 @@ def _with_scratch_index(workdir: str, commands: str) -> str:
 
 async def snapshot_tree(sandbox: Sandbox, workdir: str) -> str:
     """The git tree of the working tree as the episode starts (what the agent's diff is
-    taken against): the base commit's, plus whatever the image keeps uncommitted (an
-    R2E-Gym `run_tests.sh`), so only the agent's changes make the patch."""
-    script = _with_scratch_index(workdir, f"{GIT} write-tree")
+    taken against): HEAD's, plus the untracked files the image keeps (an R2E-Gym
+    `run_tests.sh`), so only the agent's changes make the patch. Cheap on a large
+    repository: untracked files are found by a directory walk, and only they are hashed."""
+    untracked = f"{GIT} ls-files -z --others --exclude-standard"
+    script = (
+        f"cd {shlex.quote(workdir)} || exit 90\n"
+        "export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1\n"
+        f"if [ -z \"$({untracked} | head -c1)\" ]; then exec {GIT} rev-parse 'HEAD^{{tree}}'; fi\n"
+        f"{untracked} > /tmp/.orsbox-untracked || exit 91\n"
+        "export GIT_INDEX_FILE=$(mktemp -u)\n"
+        "trap 'rm -f \"$GIT_INDEX_FILE\" /tmp/.orsbox-untracked' EXIT\n"
+        f"{GIT} read-tree HEAD && xargs -0 {GIT} add -f -- < /tmp/.orsbox-untracked && "
+        f"{GIT} write-tree"
+    )
     result = await sandbox.exec(["bash", "-c", script], timeout_s=300)
     if result.exit_code != 0:
         raise PatchError(f"could not read the repository: {result.output.strip()[-1000:]}")

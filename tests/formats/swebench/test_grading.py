@@ -56,25 +56,25 @@ async def test_editing_the_tests_to_pass_earns_nothing(v4_env: Any, play: Any) -
 
 
 async def test_background_process_cannot_change_grading(v4_env: Any, play: Any) -> None:
-    """A daemon that keeps rewriting the source (to the gold fix, and to garbage) while
-    grading runs: killed before the diff, and absent from the grading container."""
-    loop = (
-        'nohup setsid bash -c \'while true; do echo "def div(a, b): raise ValueError" '
-        ">> /testbed/calc/ops.py; sleep 0.05; done' >/dev/null 2>&1 &"
+    """A daemon that writes the fix the moment grading would show itself in the agent's
+    sandbox (git running, a patch or eval file appearing, pytest starting): it is killed
+    before the diff is taken, and the tests run elsewhere, so the unfixed work earns 0."""
+    watch = (
+        "while true; do if pgrep -x git || pgrep -x pytest || ls /tmp/patch.diff "
+        "/tmp/.orsbox-agent.patch /tmp/orsbox-eval.sh /eval.sh 2>/dev/null | grep -q .; then "
+        "cp /tmp/fixed.py /testbed/calc/ops.py; fi; sleep 0.01; done"
     )
     async with play(v4_env, "pytest-dev__pytest-1") as episode:
-        await episode.apply(dataset.patches().gold)
-        await episode.bash(loop)
-        await episode.bash("sleep 0.3")
-        await episode.bash(
-            "cd /testbed && git checkout -q calc/ops.py && git apply /tmp/agent.diff"
-        )
+        await episode.write("/tmp/fixed.py", dataset.ops_with(dataset.FIXED_DIV))
+        await episode.bash("echo '# not a fix' >> /testbed/calc/ops.py")
+        await episode.bash(f"nohup setsid bash -c '{watch}' >/dev/null 2>&1 &")
+        before = await episode.bash("sleep 0.2; cat /testbed/calc/ops.py; ps -eo args")
+        assert "while true" in before and "raise ValueError" not in before
         out = await episode.submit()
-        tail = await episode.bash(
-            "sleep 0.3; tail -n 2 /testbed/calc/ops.py; pgrep -c bash || true"
-        )
-    assert out.reward == 1.0, out.metadata
-    assert "return a / b" in tail  # nothing appended after the kill
+        after = await episode.bash("cat /testbed/calc/ops.py; ps -eo args")
+    assert out.reward == 0.0 and out.metadata["failed_tests"] == [dataset.F2P[0]], out.metadata
+    assert "# not a fix" in after and "raise ValueError" not in after
+    assert "while true" not in after
 
 
 async def test_patch_touching_a_binary_file(v4_env: Any, play: Any) -> None:
