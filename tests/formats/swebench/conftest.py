@@ -21,6 +21,9 @@ from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.image_map import ImageMap
 from tests.formats.swebench import images
 
+# image/repo is the instance images' repository: its tests run inside them, not here
+collect_ignore = ["image"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:
