@@ -132,3 +132,18 @@ async def test_missing_image_fails_setup_naming_it_and_how_to_provide_it(
     message = str(caught.value)
     assert "image orsbox-test/never-built:1 is not on this machine" in message
     assert "docker load" in message and "--image-map orsbox-test/never-built:1=LOCAL" in message
+
+
+async def test_a_call_after_the_episode_limit_grades_and_ends_it(
+    tmp_path: Path, play: Any, test_images: list[str]
+) -> None:
+    import anyio
+
+    path = dataset.write_jsonl(tmp_path / "test.jsonl", [dataset.v4_row()])
+    env = load_one(path, test_cmd="pytest -rA", episode_timeout_s=8.0)
+    async with play(env, "pytest-dev__pytest-1") as episode:
+        await episode.apply(dataset.patches().gold)
+        left = episode.env.episode_time_left()
+        await anyio.sleep(max(0.0, left or 0.0))  # until the environment's own deadline
+        out = await episode.env.before_tool("bash")
+    assert out is not None and (out.reward, out.finished) == (1.0, True), out
