@@ -43,7 +43,9 @@ class SWEDatasetEnvironment(ContainerEnvironment):
     limits: ClassVar[SandboxLimits] = DEFAULT_LIMITS
 
     _base: str = "HEAD"
+    _repo_dir: str | None = None
     _graded: grading.Verdict | None = None
+    _grading: anyio.Lock | None = None
 
     def __init__(
         self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
@@ -110,9 +112,12 @@ class SWEDatasetEnvironment(ContainerEnvironment):
             raise SetupFailed(f"{instance.instance_id}: {e}") from None
 
     async def repo_dir(self) -> str:
-        if self.instance.workdir:
-            return self.instance.workdir
-        return (await self._run_or_fail("pwd", "finding the working directory")).strip()
+        """The repository: the family's folder, else the image's working directory."""
+        if self._repo_dir is None:
+            found = self.instance.workdir
+            found = found or (await self._run_or_fail("pwd", "finding the repository")).strip()
+            self._repo_dir = found
+        return self._repo_dir
 
     async def _run_or_fail(self, script: str, what: str) -> str:
         result = await self.sandbox.exec(["bash", "-c", script], timeout_s=600)
@@ -124,9 +129,15 @@ class SWEDatasetEnvironment(ContainerEnvironment):
 
     # -- grading ----------------------------------------------------------------------------
     async def grade(self) -> grading.Verdict:
-        """Kill the agent's processes, take its patch, grade it in a fresh container."""
-        if self._graded is not None:
-            return self._graded
+        """Kill the agent's processes, take its patch, grade it in a fresh container
+        (once: a second `submit`, even a concurrent one, gets the same verdict)."""
+        self._grading = self._grading or anyio.Lock()
+        async with self._grading:
+            if self._graded is None:
+                self._graded = await self._grade_once()
+        return self._graded
+
+    async def _grade_once(self) -> grading.Verdict:
         try:
             await self.sandbox.kill_processes()
             patch = await grading.agent_patch(self.sandbox, await self.repo_dir(), self._base)
@@ -139,7 +150,6 @@ class SWEDatasetEnvironment(ContainerEnvironment):
             raise
         except grading.PatchError as e:
             verdict = grading.Verdict(False, str(e))
-        self._graded = verdict
         return verdict
 
     async def _grade_patch(self, patch: str) -> grading.Verdict:

@@ -193,3 +193,16 @@ def test_unknown_tool(tmp_path: Path) -> None:
     path = dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v5_row("me/x:1")])
     with pytest.raises(ManifestError, match="unknown tool"):
         load(path, options(tools=("bash", "browser")))
+
+
+def test_orsbox_serve_stops_at_load_naming_file_row_and_problem(tmp_path: Path) -> None:
+    from tests.environments.conftest import orsbox
+
+    row = dataset.v4_row()
+    del row["base_commit"]
+    path = dataset.write_jsonl(tmp_path / "bad.jsonl", [row])
+    done = orsbox("serve", f"swebench:{path}", "--port", "1", timeout=120)
+    message = " ".join(done.stderr.replace("│", " ").split())
+    assert done.returncode != 0
+    assert "row 0 (pytest-dev__pytest-1): missing required field 'base_commit'" in message
+    assert "bad.jsonl" in message
