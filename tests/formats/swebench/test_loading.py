@@ -206,3 +206,36 @@ def test_orsbox_serve_stops_at_load_naming_file_row_and_problem(tmp_path: Path) 
     assert done.returncode != 0
     assert "row 0 (pytest-dev__pytest-1): missing required field 'base_commit'" in message
     assert "bad.jsonl" in message
+
+
+def test_v4_rows_take_the_spec_tables_of_an_installed_swebench_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """swebench 5 has no per-repo spec tables; with a swebench 4 installed its table
+    gives the test command (and install step), so no --test-cmd is needed."""
+    from orsbox.formats.swebench import harness
+
+    spec = {"test_cmd": "pytest --no-header -rA", "install": "python -m pip install -e ."}
+    monkeypatch.setattr(harness, "v4_specs", lambda repo, version: spec)
+    (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()]), options())
+    script = env.instances["pytest-dev__pytest-1"].eval_script
+    assert "pytest --no-header -rA tests/test_ops.py" in script
+    assert script.index("python -m pip install -e .") < script.index("git apply -v -")
+    assert script.startswith("#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate")
+
+
+def test_django_test_directives_are_modules() -> None:
+    from orsbox.formats.swebench.families import directives
+
+    patch = "diff --git a/tests/utils_tests/test_text.py b/tests/utils_tests/test_text.py\n"
+    patch += "diff --git a/tests/data/x.json b/tests/data/x.json\n"
+    assert directives("django/django", patch) == ["utils_tests.test_text"]
+    assert directives("psf/requests", patch) == ["tests/utils_tests/test_text.py"]
+
+
+def test_prompt_is_the_problem_statement_and_hints_only_when_asked(tmp_path: Path) -> None:
+    path = dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()])
+    for hints, expected in ((False, dataset.PROBLEM), (True, f"{dataset.PROBLEM}\n\nHints:\n")):
+        (env,) = load(path, options(test_cmd="x", hints=hints))
+        text = env({"instance_id": "pytest-dev__pytest-1"}).get_prompt()[0].text
+        assert text == expected + ("Look at div." if hints else "")
