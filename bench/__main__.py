@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import burst, create, flood, idle, protocol, roundtrip, throughput
+from bench import burst, create, flood, idle, protocol, roundtrip, swebench, throughput
 from bench.harness import Bench, load
 from bench.stats import Row, as_json, table
 
@@ -29,6 +29,7 @@ PARTS = {
     "burst": burst,
     "idle": idle,
     "flood": flood,
+    "swebench": swebench,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

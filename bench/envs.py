@@ -52,3 +52,11 @@ class Shell(SingleTask, BashTool):
     """The base image with the persistent bash tool."""
 
     prompt = "shell"
+
+
+class CalcShell(SingleTask, BashTool):
+    """The SWE-bench test instance image (tests/formats/swebench) with only bash: the
+    same image as the swebench part's dataset, without the format's setup."""
+
+    prompt = "shell"
+    image = "orsbox-test/swebench-calc:base"

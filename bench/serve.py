@@ -25,8 +25,14 @@ def main(kind: str, port: int, names: list[str]) -> None:
     import bench.envs
     from orsbox.runner import serve
     from orsbox.settings import Settings
+    from orsbox.targets import resolve_target
 
-    environments = [getattr(bench.envs, name) for name in names]
+    # a bench environment by name, or a target as `orsbox serve` takes it (swebench:FILE)
+    environments = [
+        cls
+        for name in names
+        for cls in ([getattr(bench.envs, name)] if ":" not in name else resolve_target(name))
+    ]
     settings = Settings(host="127.0.0.1", port=port)
     if "ORSBOX_LOG_LEVEL" not in os.environ:
         settings = settings.model_copy(update={"log_level": "warning"})

@@ -115,7 +115,12 @@ def environment_recipe(env_cls: type[Environment]) -> ImageRecipe | None:
 
 def needed_images(environments: Iterable[type[Environment]]) -> list[str]:
     """The images container environments run in, in order, without repeats."""
-    images = [e.image for e in environments if issubclass(e, ContainerEnvironment)]
+    images = [
+        image
+        for e in environments
+        if issubclass(e, ContainerEnvironment)
+        for image in e.needed_images()
+    ]
     return list(dict.fromkeys(images))
 
 

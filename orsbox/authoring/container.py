@@ -99,6 +99,12 @@ class ContainerEnvironment(Environment):
             return None
         return cls.class_sandbox_spec()
 
+    @classmethod
+    def needed_images(cls) -> list[str]:
+        """Images to build (or check) before serving; a dataset environment whose
+        images are per task and pulled on demand returns none."""
+        return [cls.image]
+
     def task_files(self) -> dict[str, str]:
         """Host folders to copy into the sandbox at setup: `{host_dir: sandbox_dir}`."""
         return {}

@@ -69,6 +69,15 @@ Hints = Annotated[
     bool,
     typer.Option("--hints", help="add the rows' hints_text to the prompt", rich_help_panel=_PANEL),
 ]
+TestCmd = Annotated[
+    str | None,
+    typer.Option(
+        "--test-cmd",
+        help="test command for SWE-style rows that carry none (v4 and SWE-Gym rows of "
+        "repositories swebench 5 has no spec for, SWE-smith rows), e.g. 'pytest -rA'",
+        rich_help_panel=_PANEL,
+    ),
+]
 CallTimeout = Annotated[
     float | None,
     typer.Option("--call-timeout", help="default seconds per command", rich_help_panel=_PANEL),
@@ -99,6 +108,7 @@ def format_options(
     image_template: str | None = None,
     tools: str | None = None,
     hints: bool = False,
+    test_cmd: str | None = None,
     call_timeout: float | None = None,
     episode_timeout: float | None = None,
     cpus: float | None = None,
@@ -118,6 +128,7 @@ def format_options(
             image_template=image_template,
             tools=tuple(t.strip() for t in tools.split(",") if t.strip()) if tools else None,
             hints=hints,
+            test_cmd=test_cmd,
             call_timeout_s=call_timeout,
             episode_timeout_s=episode_timeout,
             cpus=cpus,
@@ -138,6 +149,7 @@ _PARAMETERS: dict[str, tuple[Any, Any]] = {
     "image_template": (ImageTemplate, None),
     "tools": (Tools, None),
     "hints": (Hints, False),
+    "test_cmd": (TestCmd, None),
     "call_timeout": (CallTimeout, None),
     "episode_timeout": (EpisodeTimeout, None),
     "cpus": (Cpus, None),

@@ -37,6 +37,9 @@ class FormatOptions(BaseModel):
     )
     tools: tuple[str, ...] | None = Field(default=None, description="standard tools offered")
     hints: bool = Field(default=False, description="add the row's hints to the prompt")
+    test_cmd: str | None = Field(
+        default=None, description="test command for SWE-style rows that carry none"
+    )
     call_timeout_s: float | None = Field(default=None, gt=0)
     episode_timeout_s: float | None = Field(default=None, gt=0)
     cpus: float | None = Field(default=None, gt=0)

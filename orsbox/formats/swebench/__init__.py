@@ -1,4 +1,14 @@
-"""SWE-bench-schema datasets served as ORS environments (work in progress)."""
+"""SWE-bench-schema datasets served as ORS environments, unmodified, graded exactly as
+the official harness grades them: `orsbox serve swebench:PATH`.
+
+    rows.py         reading .jsonl/.json/.parquet/datasets folders; field checks
+    families.py     SWE-bench v4/v5, SWE-Gym, SWE-smith, SWE-rebench V2, R2E-Gym
+    images.py       instance image names, the image map, pulling a missing image
+    harness.py      the swebench package's parsers and resolution rule (lazy import)
+    grading.py      submit: kill, diff, fresh container, apply, eval script, verdict
+    r2e.py          R2E-Gym's exact-match verdict
+    environment.py  the Environment class one dataset becomes
+"""
 
 from __future__ import annotations
 
@@ -10,4 +20,35 @@ from orsbox.formats.options import FormatOptions
 
 
 def load(path: Path, options: FormatOptions) -> list[type[Environment]]:
-    raise ManifestError(f"swebench:{path}: SWE-bench datasets are not supported yet")
+    """One environment serving the dataset at `path`; every row is checked here, so a
+    bad row stops `orsbox serve` at load with the file, the row and the problem."""
+    from orsbox.formats.swebench import harness
+    from orsbox.formats.swebench.environment import dataset_environment
+    from orsbox.formats.swebench.families import read_instance
+    from orsbox.formats.swebench.rows import read_rows
+
+    harness.require()
+    rows = read_rows(path, options.split)
+    if options.instances is not None:
+        wanted = set(options.instances)
+        rows = [r for r in rows if _row_id(r.data) in wanted]
+        missing = wanted - {_row_id(r.data) for r in rows}
+        if missing:
+            raise ManifestError(f"{path}: no row has instance id {', '.join(sorted(missing))}")
+    if not rows:
+        raise ManifestError(f"{path}: the dataset has no rows")
+    instances, splits = [], {}
+    seen: set[str] = set()
+    for row in rows:
+        instance = read_instance(row, options)
+        if instance.instance_id in seen:
+            raise row.error(f"instance id {instance.instance_id!r} appears twice")
+        seen.add(instance.instance_id)
+        instances.append(instance)
+        splits.setdefault(row.split, []).append(instance.instance_id)
+    name = options.name or (path.stem if path.is_file() else path.name)
+    return [dataset_environment(name, instances, splits, options)]
+
+
+def _row_id(data: dict[str, object]) -> object:
+    return data.get("instance_id") or data.get("docker_image")

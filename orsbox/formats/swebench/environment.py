@@ -1,0 +1,221 @@
+"""The environment a SWE-style dataset becomes: one class per dataset, one task per row.
+
+A task (what `/tasks` lists) is only `{"instance_id", "repo"}`: the gold patch, the test
+patch and the expected results stay on the server. An episode runs in the instance's
+own image as the image's user, in its repository (`/testbed`, or the image's working
+directory where the family says so); `submit` grades it as the official harness would
+(`grading.py`) and ends it, and so does a call after the episode's time limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+import anyio
+
+from orsbox.authoring.container import ContainerEnvironment
+from orsbox.authoring.environment import as_split
+from orsbox.authoring.standard_tools import STANDARD_TOOLS
+from orsbox.authoring.tools import tool
+from orsbox.errors import BadRequest, ImageNotFound, ManifestError, SandboxGone, SetupFailed
+from orsbox.formats.options import FormatOptions
+from orsbox.formats.swebench import grading, images
+from orsbox.formats.swebench.families import Instance
+from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
+from orsbox.sandbox.base import SandboxLimits, SandboxSpec
+
+log = logging.getLogger("orsbox.formats.swebench")
+
+DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
+DEFAULT_LIMITS = SandboxLimits(memory_bytes=4 * 1024**3, cpus=1.0, pids=2048)
+EVAL_TIMEOUT_S = 1800.0  # the harness's own default per instance
+
+
+class SWEDatasetEnvironment(ContainerEnvironment):
+    """What every dataset's class shares; `dataset_environment` fills in the data."""
+
+    dataset_name: ClassVar[str]
+    instances: ClassVar[dict[str, Instance]]
+    split_ids: ClassVar[dict[str, list[str]]]
+    show_hints: ClassVar[bool] = False
+    eval_timeout_s: ClassVar[float] = EVAL_TIMEOUT_S
+    limits: ClassVar[SandboxLimits] = DEFAULT_LIMITS
+
+    _base: str = "HEAD"
+    _repo_dir: str | None = None
+    _graded: grading.Verdict | None = None
+    _grading: anyio.Lock | None = None
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(task_spec, secrets)
+        instance_id = self.task_spec.get("instance_id")
+        if instance_id not in self.instances:
+            raise BadRequest(f"{self.dataset_name} has no instance {instance_id!r}")
+        self.instance = self.instances[str(instance_id)]
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.dataset_name
+
+    @classmethod
+    def list_splits(cls) -> list[Split]:
+        return [as_split(name) for name in cls.split_ids]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[JSONObject]:
+        ids = cls.split_ids.get(split, [])
+        return [{"instance_id": i, "repo": cls.instances[i].repo} for i in ids]
+
+    @classmethod
+    def needed_images(cls) -> list[str]:
+        """None to build ahead: instance images are pulled when an episode needs one."""
+        return []
+
+    def sandbox_spec(self) -> SandboxSpec:
+        context = self.orsbox_context
+        return SandboxSpec(
+            image=self.instance.image,
+            limits=self.limits,
+            workdir=self.instance.workdir,
+            labels={"orsbox.environment": self.name().lower()},
+            session_id=context.session_id if context else "none",
+        )
+
+    def get_prompt(self) -> list[TextBlock]:
+        text = self.instance.problem_statement
+        if self.show_hints and self.instance.hints:
+            text += f"\n\nHints:\n{self.instance.hints}"
+        return [TextBlock(text=text)]
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def setup(self) -> None:
+        """A missing image is pulled (docker backends) and the start tried once more."""
+        try:
+            await super().setup()
+        except ImageNotFound:
+            if self._backend().kind != "docker":
+                raise
+            await anyio.to_thread.run_sync(images.pull, self.instance.image)
+            await super().setup()
+
+    async def prepare(self) -> None:
+        instance = self.instance
+        for script in (instance.setup_script, instance.hide_script):
+            if script:
+                await self._run_or_fail(script, "setup")
+        try:
+            self._base = await grading.snapshot_tree(self.sandbox, await self.repo_dir())
+        except grading.PatchError as e:
+            raise SetupFailed(f"{instance.instance_id}: {e}") from None
+
+    async def repo_dir(self) -> str:
+        """The repository: the family's folder, else the image's working directory."""
+        if self._repo_dir is None:
+            found = self.instance.workdir
+            found = found or (await self._run_or_fail("pwd", "finding the repository")).strip()
+            self._repo_dir = found
+        return self._repo_dir
+
+    async def _run_or_fail(self, script: str, what: str) -> str:
+        result = await self.sandbox.exec(["bash", "-c", script], timeout_s=600)
+        if result.exit_code != 0:
+            raise SetupFailed(
+                f"{self.instance.instance_id}: {what} failed: {result.output.strip()[-2000:]}"
+            )
+        return result.output
+
+    # -- grading ----------------------------------------------------------------------------
+    async def grade(self) -> grading.Verdict:
+        """Kill the agent's processes, take its patch, grade it in a fresh container
+        (once: a second `submit`, even a concurrent one, gets the same verdict)."""
+        self._grading = self._grading or anyio.Lock()
+        async with self._grading:
+            if self._graded is None:
+                self._graded = await self._grade_once()
+        return self._graded
+
+    async def _grade_once(self) -> grading.Verdict:
+        try:
+            await self.sandbox.kill_processes()
+            patch = await grading.agent_patch(self.sandbox, await self.repo_dir(), self._base)
+            if not patch.strip():
+                verdict = grading.Verdict(False, "the submission changes nothing (empty patch)")
+            else:
+                verdict = await self._grade_patch(patch)
+        except SandboxGone as e:
+            await self.sandbox_lost(e)
+            raise
+        except grading.PatchError as e:
+            verdict = grading.Verdict(False, str(e))
+        return verdict
+
+    async def _grade_patch(self, patch: str) -> grading.Verdict:
+        spec = self.sandbox_spec()
+        spec = spec.model_copy(
+            update={
+                "session_id": f"{spec.session_id}-grading",
+                "labels": {**spec.labels, "orsbox.role": "grading"},
+            }
+        )
+        return await grading.grade_patch(
+            self._backend(), spec, self.instance, patch, self.eval_timeout_s
+        )
+
+    async def finished_output(self) -> ToolOutput:
+        verdict = await self.grade()
+        return ToolOutput(
+            blocks=[TextBlock(text=verdict.text())],
+            metadata=verdict.metadata(),
+            reward=verdict.reward,
+            finished=True,
+        )
+
+    async def episode_timed_out(self, name: str) -> ToolOutput:
+        return await self.finished_output()
+
+    @tool
+    async def submit(self) -> ToolOutput:
+        """Submit your changes to the repository for grading: the tests run on your diff
+        as the official SWE-bench harness runs them. Ends the episode."""
+        return await self.finished_output()
+
+
+def dataset_environment(
+    name: str, instances: list[Instance], splits: dict[str, list[str]], options: FormatOptions
+) -> type[SWEDatasetEnvironment]:
+    """The class serving `instances`, with the standard tools `options.tools` names."""
+    tools = options.tools or DEFAULT_TOOLS
+    unknown = [t for t in tools if t not in STANDARD_TOOLS]
+    if unknown:
+        raise ManifestError(
+            f"--tools: unknown tool(s) {', '.join(unknown)} (known: {', '.join(STANDARD_TOOLS)})"
+        )
+    mixins = tuple(STANDARD_TOOLS[t] for t in dict.fromkeys(tools))
+    namespace: dict[str, Any] = {
+        "__doc__": f"SWE-style tasks from {name}, graded as the official harness grades them.",
+        "__module__": __name__,
+        "dataset_name": name,
+        "instances": {i.instance_id: i for i in instances},
+        "split_ids": splits,
+        "show_hints": options.hints,
+        "limits": DEFAULT_LIMITS.model_copy(update=_limits(options)),
+    }
+    if options.call_timeout_s:
+        namespace["exec_timeout_s"] = options.call_timeout_s
+        namespace["max_exec_timeout_s"] = max(600.0, options.call_timeout_s)
+    if options.episode_timeout_s:
+        namespace["episode_timeout_s"] = options.episode_timeout_s
+    class_name = "".join(p.capitalize() for p in name.replace("-", "_").split("_") if p)
+    return type(class_name or "SWEDataset", (SWEDatasetEnvironment, *mixins), namespace)
+
+
+def _limits(options: FormatOptions) -> dict[str, Any]:
+    update: dict[str, Any] = {}
+    if options.cpus:
+        update["cpus"] = options.cpus
+    if options.memory_bytes:
+        update["memory_bytes"] = options.memory_bytes
+    return update

@@ -1,0 +1,221 @@
+"""Grading a submission the way the official harness does, which also makes it
+unforgeable.
+
+1. Every process the agent started is killed (`Sandbox.kill_processes`).
+2. The agent's patch is the working tree's diff against the base commit, taken in the
+   agent's sandbox with a throw-away index (the agent's index stays as it was) and with
+   hooks, external diff drivers and textconv disabled, so its git config cannot bend it.
+3. A fresh container starts from the same image (no network, same limits): nothing the
+   agent did to the filesystem, the test files or git reaches it but the patch.
+4. The patch is applied as the harness applies it: `git apply --verbose`, then
+   `git apply --verbose --reject`, then `patch --batch --fuzz=5 -p1 -i`.
+5. The eval script runs (it resets the files the test patch touches, applies the test
+   patch, runs the tests between markers); its log is parsed by the instance's parser and
+   judged by the swebench package's resolution rule (`harness.grade_log`), or, for
+   R2E-Gym, compared with the expected results (`r2e.py`).
+The grading container is removed whatever happens.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from orsbox.formats.swebench import harness, r2e
+from orsbox.formats.swebench.families import Instance
+from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
+
+PATCH_FILE = "/tmp/patch.diff"
+EVAL_FILE = "/tmp/orsbox-eval.sh"
+LOG_FILE = "/tmp/orsbox-eval.log"
+AGENT_PATCH_FILE = "/tmp/.orsbox-agent.patch"
+PATCH_MAX_BYTES = 64 * 1024 * 1024
+LOG_MAX_BYTES = 256 * 1024 * 1024
+LOG_TAIL_CHARS = 4000
+GIT = (
+    "git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false "
+    "-c core.attributesFile=/dev/null -c diff.noprefix=false"
+)
+APPLY_COMMANDS = (
+    f"git apply --verbose {PATCH_FILE}",
+    f"git apply --verbose --reject {PATCH_FILE}",
+    f"patch --batch --fuzz=5 -p1 -i {PATCH_FILE}",
+)
+
+
+@dataclass
+class Verdict:
+    """What `submit` answers: the reward and why."""
+
+    resolved: bool
+    reason: str
+    fail_to_pass: dict[str, list[str]] = field(default_factory=dict)
+    pass_to_pass: dict[str, list[str]] = field(default_factory=dict)
+    log_tail: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.resolved else 0.0
+
+    def metadata(self) -> dict[str, Any]:
+        def counts(report: dict[str, list[str]]) -> dict[str, int]:
+            ok, bad = report.get("success", []), report.get("failure", [])
+            return {"passed": len(ok), "total": len(ok) + len(bad)}
+
+        failed = [*self.fail_to_pass.get("failure", []), *self.pass_to_pass.get("failure", [])]
+        return {
+            "resolved": self.resolved,
+            "reason": self.reason,
+            "FAIL_TO_PASS": counts(self.fail_to_pass),
+            "PASS_TO_PASS": counts(self.pass_to_pass),
+            "failed_tests": failed,
+            "log_tail": self.log_tail,
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+    def text(self) -> str:
+        summary = "resolved" if self.resolved else "not resolved"
+        meta = self.metadata()
+        f2p, p2p = meta["FAIL_TO_PASS"], meta["PASS_TO_PASS"]
+        lines = [
+            f"{summary}: {self.reason}",
+            f"FAIL_TO_PASS {f2p['passed']}/{f2p['total']}, "
+            f"PASS_TO_PASS {p2p['passed']}/{p2p['total']}",
+        ]
+        if meta["failed_tests"]:
+            lines.append("failed: " + ", ".join(meta["failed_tests"][:20]))
+        return "\n".join(lines)
+
+
+# -- the agent's side ------------------------------------------------------------------------
+def _with_scratch_index(workdir: str, commands: str) -> str:
+    """`commands` run in `workdir` with a throw-away index and no user or system git
+    config, so neither the agent's index nor its global settings take part."""
+    return (
+        f"cd {shlex.quote(workdir)} || exit 90\n"
+        "export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_INDEX_FILE=$(mktemp -u)\n"
+        "trap 'rm -f \"$GIT_INDEX_FILE\"' EXIT\n"
+        f"{GIT} read-tree HEAD && {GIT} add -A . && {commands}"
+    )
+
+
+async def snapshot_tree(sandbox: Sandbox, workdir: str) -> str:
+    """The git tree of the working tree as the episode starts (what the agent's diff is
+    taken against): HEAD's, plus the untracked files the image keeps (an R2E-Gym
+    `run_tests.sh`), so only the agent's changes make the patch. Cheap on a large
+    repository: untracked files are found by a directory walk, and only they are hashed."""
+    untracked = f"{GIT} ls-files -z --others --exclude-standard"
+    script = (
+        f"cd {shlex.quote(workdir)} || exit 90\n"
+        "export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1\n"
+        f"if [ -z \"$({untracked} | head -c1)\" ]; then exec {GIT} rev-parse 'HEAD^{{tree}}'; fi\n"
+        f"{untracked} > /tmp/.orsbox-untracked || exit 91\n"
+        "export GIT_INDEX_FILE=$(mktemp -u)\n"
+        "trap 'rm -f \"$GIT_INDEX_FILE\" /tmp/.orsbox-untracked' EXIT\n"
+        f"{GIT} read-tree HEAD && xargs -0 {GIT} add -f -- < /tmp/.orsbox-untracked && "
+        f"{GIT} write-tree"
+    )
+    result = await sandbox.exec(["bash", "-c", script], timeout_s=300)
+    if result.exit_code != 0:
+        raise PatchError(f"could not read the repository: {result.output.strip()[-1000:]}")
+    return result.output.strip().splitlines()[-1]
+
+
+async def agent_patch(sandbox: Sandbox, workdir: str, base: str) -> str:
+    """The working tree's diff against `base` (a tree), new files included, binary
+    files as binary patches; the agent's own index is not touched."""
+    script = _with_scratch_index(
+        workdir,
+        f"{GIT} diff --cached --binary --no-ext-diff --no-textconv --no-color "
+        f"--no-renames {shlex.quote(base)} > {AGENT_PATCH_FILE}",
+    )
+    result = await sandbox.exec(["bash", "-c", script], timeout_s=300)
+    if result.exit_code != 0:
+        raise PatchError(f"could not compute the patch: {result.output.strip()[-1000:]}")
+    data = await sandbox.read_file(AGENT_PATCH_FILE, max_bytes=PATCH_MAX_BYTES)
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+class PatchError(Exception):
+    """The submission has no usable patch (graded 0.0, not a server fault)."""
+
+
+# -- the grading container ---------------------------------------------------------------
+async def grade_patch(
+    backend: SandboxBackend, spec: SandboxSpec, instance: Instance, patch: str, timeout_s: float
+) -> Verdict:
+    """Apply `patch` in a fresh container from `spec` and judge the tests' log."""
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    sandbox = await backend.start(spec)
+    timings["start"] = time.monotonic() - started
+    try:
+        workdir = instance.workdir or (await _pwd(sandbox))
+        if instance.setup_script:
+            await _checked(sandbox, instance.setup_script, "the instance's setup")
+        applied, output = await apply_patch(sandbox, patch, workdir)
+        if not applied:
+            return Verdict(False, f"the patch does not apply: {output[-2000:]}", timings=timings)
+        log, timings["eval"] = await run_eval(sandbox, instance, timeout_s)
+    finally:
+        await sandbox.close()
+    return judge(instance, log, timings)
+
+
+async def apply_patch(sandbox: Sandbox, patch: str, workdir: str) -> tuple[bool, str]:
+    await sandbox.write_file(PATCH_FILE, patch.encode("utf-8", errors="surrogateescape"))
+    outputs = []
+    for command in APPLY_COMMANDS:
+        result = await sandbox.exec(["bash", "-c", command], cwd=workdir, timeout_s=300)
+        if result.exit_code == 0:
+            return True, result.output
+        outputs.append(f"$ {command}\n{result.output.strip()}")
+    return False, "\n".join(outputs)
+
+
+async def run_eval(sandbox: Sandbox, instance: Instance, timeout_s: float) -> tuple[str, float]:
+    """Run the instance's eval script; its whole log (read from a file, so no output
+    cap cuts test lines out of it) and how long the script took."""
+    script = instance.eval_script
+    if instance.family != "r2e-gym":
+        script = harness.test_spec(instance.harness_instance()).eval_script
+    await sandbox.write_file(EVAL_FILE, script.encode())
+    result = await sandbox.exec(
+        ["bash", "-c", f"/bin/bash {EVAL_FILE} > {LOG_FILE} 2>&1"], timeout_s=timeout_s
+    )
+    log = (await sandbox.read_file(LOG_FILE, max_bytes=LOG_MAX_BYTES)).decode(errors="replace")
+    if result.timed_out:
+        log += f"\n>>>>> Tests Timed Out after {timeout_s:g}s\n"
+    return log, result.duration_s
+
+
+def judge(instance: Instance, log: str, timings: dict[str, float] | None = None) -> Verdict:
+    tail = log[-LOG_TAIL_CHARS:]
+    if instance.family == "r2e-gym":
+        resolved, reason, f2p = r2e.judge(instance.expected, log)
+        return Verdict(resolved, reason, f2p, {}, tail, timings or {})
+    report = harness.grade_log(harness.test_spec(instance.harness_instance()), log)
+    if not report.parsed:
+        reason = "the log has no test results the official rule accepts (tests did not run, "
+        reason += "or exited non-zero while reporting no failure)"
+    else:
+        reason = "every FAIL_TO_PASS and PASS_TO_PASS test passes"
+        if not report.resolved:
+            reason = "some FAIL_TO_PASS or PASS_TO_PASS tests do not pass"
+    return Verdict(
+        report.resolved, reason, report.fail_to_pass, report.pass_to_pass, tail, timings or {}
+    )
+
+
+async def _pwd(sandbox: Sandbox) -> str:
+    result = await sandbox.exec(["pwd"])
+    return result.output.strip() or "/"
+
+
+async def _checked(sandbox: Sandbox, script: str, what: str) -> None:
+    result = await sandbox.exec(["bash", "-c", script], timeout_s=600)
+    if result.exit_code != 0:
+        raise PatchError(f"{what} failed: {result.output.strip()[-2000:]}")

@@ -1,0 +1,104 @@
+"""Which image an instance runs in, and getting it when it is missing.
+
+The name is the row's own (`image`, `image_name`, `docker_image`) when it has one, else
+`--image-template` filled from the row, else the official convention
+(`swebench/sweb.eval.x86_64.<id, "__" as "_1776_">:latest`; SWE-Gym's `xingyaoww/...`
+with `_s_`). The image map (`--image-map`, `ORSBOX_IMAGE_MAP`) rewrites the result, so a
+private registry or a machine with `docker load`ed images serves the same dataset.
+
+Nothing is built or pulled at load: a dataset may name thousands of images. An image
+missing when an episode starts is pulled then, when a registry answers; otherwise the
+episode's setup fails with an error naming the image and the ways to provide it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from orsbox.errors import SetupFailed
+from orsbox.formats.options import FormatOptions
+
+if TYPE_CHECKING:
+    from orsbox.formats.swebench.rows import Row
+
+log = logging.getLogger("orsbox.formats.swebench")
+
+IMAGE_FIELDS = ("image", "image_name", "docker_image")
+PULL_LOG_EVERY_S = 2.0
+
+
+def official_image(instance_id: str, family: str = "v4") -> str:
+    """The name the official harness (or SWE-Gym's) gives an instance's image."""
+    if family == "swe-gym":
+        return f"xingyaoww/sweb.eval.x86_64.{instance_id.lower().replace('__', '_s_')}:latest"
+    return f"swebench/sweb.eval.x86_64.{instance_id.lower().replace('__', '_1776_')}:latest"
+
+
+def instance_image(row: Row, instance_id: str, family: str, options: FormatOptions) -> str:
+    own = next((row.data[f] for f in IMAGE_FIELDS if row.data.get(f)), None)
+    if own is not None and not isinstance(own, str):
+        raise row.error("the image field must be a string")
+    name = own or _templated(row, instance_id, options) or official_image(instance_id, family)
+    return options.image_map.rewrite(name)
+
+
+def _templated(row: Row, instance_id: str, options: FormatOptions) -> str | None:
+    if not options.image_template:
+        return None
+    fields = {k: v for k, v in row.data.items() if isinstance(v, str | int)}
+    fields.update(instance_id=instance_id, id_1776=instance_id.lower().replace("__", "_1776_"))
+    try:
+        return options.image_template.format_map(fields)
+    except (KeyError, IndexError, ValueError) as e:
+        raise row.error(f"--image-template {options.image_template!r}: {e!r}") from None
+
+
+def missing_image_error(image: str, why: str) -> SetupFailed:
+    return SetupFailed(
+        f"image {image} is not on this machine and could not be pulled ({why}). Provide "
+        f"it: `docker pull {image}` where a registry answers, `docker load -i FILE.tar` "
+        f"from a saved copy, a `docker build -t {image} ...`, or map the name onto an "
+        f"image you have with `--image-map {image}=LOCAL` (or ORSBOX_IMAGE_MAP)"
+    )
+
+
+def pull(image: str) -> None:
+    """Pull `image` (blocking: run it in a thread), logging progress every few seconds.
+    Raises `SetupFailed` naming the image and how to provide it when the pull fails."""
+    import docker
+    import docker.errors
+
+    repository, tag = _split_reference(image)
+    log.info("pulling %s", image)
+    try:
+        client = docker.from_env(timeout=600)
+        last = 0.0
+        for event in client.api.pull(repository, tag=tag, stream=True, decode=True):
+            if "error" in event:
+                raise missing_image_error(image, str(event["error"]))
+            if time.monotonic() - last > PULL_LOG_EVERY_S:
+                last = time.monotonic()
+                log.info("pulling %s: %s", image, _progress(event))
+    except docker.errors.DockerException as e:
+        raise missing_image_error(image, _short(e)) from None
+    log.info("pulled %s", image)
+
+
+def _split_reference(image: str) -> tuple[str, str | None]:
+    if "@" in image:
+        return image, None
+    name, _, tag = image.rpartition(":")
+    if name and "/" not in tag:
+        return name, tag
+    return image, "latest"
+
+
+def _progress(event: dict[str, Any]) -> str:
+    return " ".join(str(event.get(k)) for k in ("id", "status", "progress") if event.get(k))
+
+
+def _short(error: Exception) -> str:
+    text = str(error)
+    return text if len(text) < 300 else text[:300] + "..."
