@@ -42,6 +42,11 @@ WRITABLE_LAYER = (
     f'RUN for d in {" ".join(MOVED_FOLDERS)}; do rm -rf "$d" && '
     f'ln -s "{SCRATCH_ROOT}$d" "$d"; done\n'
 )
+# Run as root before using those folders: a moved folder's target exists.
+MAKE_SCRATCH = (
+    f"for d in {' '.join(MOVED_FOLDERS)}; do "
+    f'if [ -L "$d" ]; then mkdir -p "{SCRATCH_ROOT}$d"; fi; done'
+)
 COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 SERVICE_NAMES = ("main", "client")
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE | re.MULTILINE)

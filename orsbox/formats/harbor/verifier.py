@@ -30,7 +30,7 @@ import tarfile
 from typing import Any
 
 from orsbox.authoring.grader import Grade
-from orsbox.formats.harbor.images import MOVED_FOLDERS, SCRATCH_ROOT
+from orsbox.formats.harbor.images import MAKE_SCRATCH
 from orsbox.formats.harbor.task import HarborTask, Verifier
 from orsbox.sandbox.base import ExecResult, Sandbox
 
@@ -43,9 +43,7 @@ ROOT = "root"
 
 # Root in an orsbox sandbox has no capabilities; it owns what it creates here.
 PREPARE = f"""set -e
-for d in {" ".join(MOVED_FOLDERS)}; do
-    if [ -L "$d" ]; then mkdir -p "{SCRATCH_ROOT}$d"; fi
-done
+{MAKE_SCRATCH}
 rm -rf /tests {REWARD_TXT} {REWARD_JSON} 2>/dev/null || find /tests/ -mindepth 1 -delete
 mkdir -p /tests {VERIFIER_DIR}
 chmod 777 /logs {VERIFIER_DIR}
