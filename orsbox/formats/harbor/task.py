@@ -76,9 +76,13 @@ class HarborTask:
 
 
 def read_task(folder: Path, options: FormatOptions, allow_network: bool) -> HarborTask:
-    if (folder / "task.toml").is_file():
-        return _harbor_task(folder, options, allow_network)
-    return _tb1_task(folder, options, allow_network)
+    try:
+        if (folder / "task.toml").is_file():
+            return _harbor_task(folder, options, allow_network)
+        return _tb1_task(folder, options, allow_network)
+    except ManifestError as e:
+        prefix = f"task {folder.name}: "
+        raise ManifestError(str(e) if str(e).startswith(prefix) else prefix + str(e)) from None
 
 
 # -- Harbor ------------------------------------------------------------------------------
