@@ -172,3 +172,21 @@ def write_tb1_task(folder: Path) -> Path:
             "solution.sh": "#!/bin/bash\necho hello > /app/out.txt\n",
         },
     )
+
+
+def episodes_dataset(root: Path) -> Path:
+    """The five checked tasks plus the ones that misbehave on purpose."""
+    harbor_dataset(root)
+    harbor_task(root / "crash", CRASHES)
+    harbor_task(root / "slow", CHECK_OUT, agent_timeout=4)
+    return root
+
+
+def broken_dataset(root: Path) -> Path:
+    """A task whose Dockerfile fails to build beside one that builds."""
+    harbor_task(root / "good", CHECK_OUT)
+    broken = harbor_task(root / "broken", CHECK_OUT)
+    write(
+        broken, {"environment/Dockerfile": DOCKERFILE + "RUN echo the-last-build-line && false\n"}
+    )
+    return root
