@@ -16,8 +16,9 @@ the docker SDK sends it along with the context.
 A task with `storage_mb` runs with a read-only root filesystem and bounded in-memory
 folders (how orsbox bounds disk, `SandboxLimits.disk_bytes`), where Harbor's `/tests`
 and `/logs` could not be written. So its image gets one more layer that points them
-into `/tmp` (`WRITABLE_LAYER`), and a `docker_image` is then built into a thin image
-of its own.
+into `/tmp` (`WRITABLE_LAYER`; the Dockerfile's last `USER` is restored after it), and
+a `docker_image` is then built into a thin image of its own (whose user is root: its
+own default user is not known without asking the engine).
 """
 
 from __future__ import annotations
@@ -79,12 +80,10 @@ def task_image(
 ) -> TaskImage:
     """The task's image; a `ManifestError` naming the task when it has none."""
     if docker_image:
-        return _given(
-            task, env_dir, image_map.rewrite(docker_image), build_timeout_s, writable_layer
-        )
+        return _given(task, image_map.rewrite(docker_image), build_timeout_s, writable_layer)
     build = _compose_build(task, env_dir)
     if isinstance(build, str):
-        return _given(task, env_dir, image_map.rewrite(build), build_timeout_s, writable_layer)
+        return _given(task, image_map.rewrite(build), build_timeout_s, writable_layer)
     context, dockerfile = build or (env_dir, env_dir / "Dockerfile")
     if not dockerfile.is_file():
         raise ManifestError(
@@ -92,10 +91,13 @@ def task_image(
             "[environment].docker_image"
         )
     text = image_map.rewrite_dockerfile(dockerfile.read_text())
-    return _built(task, context, text + (WRITABLE_LAYER if writable_layer else ""), build_timeout_s)
+    if writable_layer:
+        users = _USER.findall(text)
+        text += WRITABLE_LAYER + (f"USER {users[-1]}\n" if users else "")
+    return _built(task, context, text, build_timeout_s)
 
 
-def _given(task: str, env_dir: Path, image: str, timeout_s: float, layer: bool) -> TaskImage:
+def _given(task: str, image: str, timeout_s: float, layer: bool) -> TaskImage:
     if not layer:
         return TaskImage(image, None)
     return _built(task, None, f"FROM {image}\n{WRITABLE_LAYER}", timeout_s)
