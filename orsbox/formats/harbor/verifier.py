@@ -21,11 +21,11 @@ only when its output has pytest's short test summary and every test in it passed
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
 import re
-import shlex
 import tarfile
 from typing import Any
 
@@ -41,25 +41,42 @@ TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
 SHOWN_OUTPUT_BYTES = 16 * 1024
 ROOT = "root"
 
-# Root in an orsbox sandbox has no capabilities; it owns what it creates here.
-PREPARE = f"""set -e
+# Root in an orsbox sandbox has no capabilities; it owns what it creates here. The tests
+# arrive on standard input as a tar; $1 is the script to make executable.
+INSTALL = f"""set -e
 {MAKE_SCRATCH}
 rm -rf /tests {REWARD_TXT} {REWARD_JSON} 2>/dev/null || find /tests/ -mindepth 1 -delete
 mkdir -p /tests {VERIFIER_DIR}
 chmod 777 /logs {VERIFIER_DIR}
+tar -x --no-same-owner -C /tests -f -
+chmod -R a+rX /tests
+chmod +x "$1"
+"""
+# One line per file: its name, then its bytes in base64, or "-" when it does not exist.
+COLLECT = f"""for f in {TEST_STDOUT} {REWARD_JSON} {REWARD_TXT}; do
+    if [ -f "$f" ]; then printf '%s ' "$f"; base64 -w0 "$f"; echo; else echo "$f -"; fi
+done
 """
 
 
 async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
+    """Grade the sandbox as it is now (see the module docstring)."""
     verifier = task.verifier
     killed = await sandbox.kill_processes()
-    prepared = await sandbox.exec(["bash", "-c", PREPARE], user=ROOT, timeout_s=60)
-    if prepared.exit_code != 0:
-        return Grade(0.0, f"[the verifier could not prepare /tests and /logs]\n{prepared.output}")
-    await _copy_tests(sandbox, verifier)
+    installed = await sandbox.exec(
+        ["bash", "-c", INSTALL, "install", verifier.script],
+        stdin=tests_archive(verifier),
+        user=ROOT,
+        timeout_s=120,
+    )
+    if installed.exit_code != 0:
+        text = f"[reward 0: the tests could not be copied to /tests]\n{installed.output.strip()}"
+        return Grade(0.0, text, {"reward_error": "tests not installed", "processes_killed": killed})
     result = await _run(sandbox, task)
-    grade = await (
-        _harbor_grade(sandbox, result) if verifier.kind == "harbor" else _tb1_grade(result)
+    grade = (
+        _harbor_grade(await _collect(sandbox), result)
+        if verifier.kind == "harbor"
+        else _tb1_grade(result)
     )
     metadata = {
         **grade.metadata,
@@ -78,16 +95,6 @@ def tests_archive(verifier: Verifier) -> bytes:
         for extra in verifier.extra_files:
             tar.add(extra, arcname=extra.name)
     return buffer.getvalue()
-
-
-async def _copy_tests(sandbox: Sandbox, verifier: Verifier) -> None:
-    script = shlex.quote(verifier.script)
-    await sandbox.exec(
-        f"tar -x --no-same-owner -C /tests -f - && chmod a+rX -R /tests && chmod +x {script}",
-        stdin=tests_archive(verifier),
-        user=ROOT,
-        timeout_s=120,
-    )
 
 
 async def _run(sandbox: Sandbox, task: HarborTask) -> ExecResult:
@@ -109,37 +116,28 @@ async def _run(sandbox: Sandbox, task: HarborTask) -> ExecResult:
 
 
 # -- Harbor's reward files --------------------------------------------------------------
-async def _read(sandbox: Sandbox, path: str) -> bytes | None:
-    """The file's bytes (read as root), None when it does not exist."""
-    result = await sandbox.exec(
-        f"test -f {path} || exit 3; base64 -w0 {path}", user=ROOT, output_cap_bytes=4 << 20
-    )
-    if result.exit_code != 0:
-        return None
-    import base64
-
-    return base64.b64decode(result.output.strip())
+async def _collect(sandbox: Sandbox) -> dict[str, bytes | None]:
+    """test.sh's output and the reward files (read as root), None for a missing one."""
+    result = await sandbox.exec(["bash", "-c", COLLECT], user=ROOT, output_cap_bytes=8 << 20)
+    files: dict[str, bytes | None] = {}
+    for line in result.output.splitlines():
+        name, _, data = line.partition(" ")
+        files[name] = None if data == "-" else base64.b64decode(data)
+    return files
 
 
-async def _harbor_grade(sandbox: Sandbox, result: ExecResult) -> Grade:
-    stdout = (await _read(sandbox, TEST_STDOUT) or b"").decode("utf-8", "replace")
+def _harbor_grade(files: dict[str, bytes | None], result: ExecResult) -> Grade:
+    stdout = (files.get(TEST_STDOUT) or b"").decode("utf-8", "replace")
     shown = _tail(stdout) + (
         "\n[test.sh timed out after its limit and was killed]" if result.timed_out else ""
     )
-    reward_json = await _read(sandbox, REWARD_JSON)
+    reward_json, reward_txt = files.get(REWARD_JSON), files.get(REWARD_TXT)
     if reward_json is not None:
         return _with_output(parse_reward_json(reward_json), shown)
-    reward_txt = await _read(sandbox, REWARD_TXT)
     if reward_txt is not None:
         return _with_output(parse_reward_txt(reward_txt), shown)
-    return _with_output(
-        Grade(
-            0.0,
-            f"[no reward file: test.sh wrote neither {REWARD_TXT} nor {REWARD_JSON}]",
-            {"reward_error": "missing"},
-        ),
-        shown,
-    )
+    missing = f"[reward 0: no reward file: test.sh wrote neither {REWARD_TXT} nor {REWARD_JSON}]"
+    return _with_output(Grade(0.0, missing, {"reward_error": "missing"}), shown)
 
 
 def parse_reward_json(data: bytes) -> Grade:
@@ -219,7 +217,7 @@ def parse_pytest_summary(output: str) -> dict[str, str] | None:
     return results
 
 
-async def _tb1_grade(result: ExecResult) -> Grade:
+def _tb1_grade(result: ExecResult) -> Grade:
     parsed = parse_pytest_summary(result.output)
     note = "\n[run-tests.sh timed out and was killed]" if result.timed_out else ""
     if parsed is None:

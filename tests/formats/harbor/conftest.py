@@ -30,16 +30,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def harbor_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """This run's environment for orsbox commands: its own cache folder, and the
-    network allowed (Terminal-Bench 1 tasks and Harbor's template task want it)."""
-    extra = {
-        "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("harbor-cache")),
-        "ORSBOX_ALLOW_NETWORK": "1",
-    }
+    """This run's environment for orsbox commands: the network allowed (Terminal-Bench
+    1 tasks and Harbor's template task want it; passed to commands only, so no other
+    test sees it) and a cache folder of its own (for the servers too: set here)."""
+    cache = str(tmp_path_factory.mktemp("harbor-cache"))
     patch = pytest.MonkeyPatch()
-    for key, value in extra.items():
-        patch.setenv(key, value)
-    yield {**os.environ, **extra}
+    patch.setenv("XDG_CACHE_HOME", cache)
+    yield {**os.environ, "XDG_CACHE_HOME": cache, "ORSBOX_ALLOW_NETWORK": "1"}
     patch.undo()
 
 
@@ -75,7 +72,9 @@ def datasets(
 
 def _tags(path: Path) -> list[str]:
     """The images orsbox builds for a dataset (content-hash tags: known before building)."""
-    (env_cls,) = load(path, FormatOptions(image_map=ImageMap.parse([IMAGE_MAP])))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ORSBOX_ALLOW_NETWORK", "1")
+        (env_cls,) = load(path, FormatOptions(image_map=ImageMap.parse([IMAGE_MAP])))
     return [r.tag for r in env_cls.image_recipes()]  # type: ignore[attr-defined]
 
 
