@@ -294,3 +294,33 @@ def test_pytest_summary() -> None:
     output = "lots\n===== short test summary info =====\nPASSED t.py::a\nFAILED t.py::b - AssertionError: boom\nSKIPPED t.py::c\n"
     assert parse_pytest_summary(output) == {"a": "PASSED", "b": "FAILED", "c": "SKIPPED"}
     assert parse_pytest_summary("no summary here") is None
+
+
+def test_the_image_map_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = harbor_task(tmp_path / "mapped", CHECK_OUT)
+    monkeypatch.setenv("ORSBOX_IMAGE_MAP", "ubuntu:24.04=registry.example:5000/ubuntu:24.04")
+    (env_cls,) = load(folder, FormatOptions(image_map=ImageMap.from_env()))
+    recipe = env_cls.tasks["mapped"].image.recipe  # type: ignore[attr-defined]
+    assert "FROM registry.example:5000/ubuntu:24.04" in recipe.dockerfile.read_text()
+    assert recipe.base_image is None  # not one of orsbox's images: nothing to build first
+
+
+def test_a_storage_layer_keeps_the_dockerfiles_user(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path / "stored", CHECK_OUT)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]\n", "[environment]\nstorage_mb = 64\n"))
+    write(folder, {"environment/Dockerfile": "FROM ubuntu:24.04\nUSER nobody\n"})
+    task = dataset_class(folder).tasks["stored"]
+    assert task.image.recipe is not None
+    text = task.image.recipe.dockerfile.read_text()
+    assert "ln -s" in text and text.rstrip().endswith("USER nobody")
+    assert task.image.default_user == "nobody" and task.limits.disk_bytes == 64 * 1024**2
+
+
+def test_a_task_spec_names_a_task_of_the_dataset(tmp_path: Path) -> None:
+    env_cls = dataset_class(harbor_task(tmp_path / "only", CHECK_OUT))
+    assert env_cls(task_spec={"name": "only"}).get_prompt()[0].text.startswith("Write")
+    with pytest.raises(ValueError, match="has no task named 'other'"):
+        env_cls(task_spec={"name": "other"})
