@@ -43,6 +43,7 @@ class HarborEnvironment(ContainerEnvironment):
     tasks: ClassVar[dict[str, HarborTask]]
     refused: ClassVar[dict[str, str]]  # task folder -> why it is not served
     broken_images: ClassVar[dict[str, str]]  # image tag -> why it did not build
+    _graded: ToolOutput | None = None
 
     def __init__(
         self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
@@ -113,6 +114,13 @@ class HarborEnvironment(ContainerEnvironment):
             raise
 
     async def graded_output(self, note: str = "") -> ToolOutput:
+        """The episode's one grading: a later `submit` (or call past the time limit)
+        gets the same answer, as the sandbox was graded once, as Harbor grades a trial."""
+        if self._graded is None:
+            self._graded = await self._grade_once(note)
+        return self._graded
+
+    async def _grade_once(self, note: str) -> ToolOutput:
         grade = await self.grade()
         text = f"{note}\n{grade.text}" if note else grade.text
         return ToolOutput(

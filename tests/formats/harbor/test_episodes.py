@@ -125,3 +125,14 @@ def test_terminal_bench_1_resolved_only_when_every_test_passes(client: ORS) -> N
         "test_file_exists": "PASSED",
         "test_content": "FAILED",
     }
+
+
+def test_an_episode_is_graded_once(client: ORS) -> None:
+    env = client.environment("tb")
+    (spec,) = [t for t in env.list_tasks(split="test") if t.task_spec["name"] == "hello"]
+    with env.session(task=spec) as session:
+        first = session.call_tool("submit", {})
+        session.call_tool("bash", {"command": SOLVE})
+        again = session.call_tool("submit", {})
+    assert (first.reward, again.reward) == (0.0, 0.0)
+    assert again.blocks[0].text == first.blocks[0].text
