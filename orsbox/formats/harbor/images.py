@@ -118,7 +118,7 @@ def _built(task: str, context: Path | None, dockerfile: str, timeout_s: float) -
     parent = froms[0] if froms else None
     base = parent if parent and (parent.startswith("orsbox/") or parent == LOCAL_DEBIAN) else None
     users = _USER.findall(dockerfile)
-    user = users[-1] if users else "root"
+    user = users[-1] if users else None  # None: the base image's, unknown here
     recipe = ImageRecipe(tag, context.resolve(), written, base, f"task {task}", timeout_s)
     return TaskImage(tag, recipe, user)
 
