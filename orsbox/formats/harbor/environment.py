@@ -16,6 +16,7 @@ output saying the time ran out, as Harbor verifies an agent that timed out.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -54,6 +55,7 @@ class HarborEnvironment(ContainerEnvironment):
             raise ValueError(f"{self.dataset_name} has no task named {name!r}")
         self.task = self.tasks[str(name)]
         self.episode_timeout_s = self.task.agent_timeout_s  # per task, over the class's
+        self._grading = asyncio.Lock()  # two submits at once still grade once
 
     @classmethod
     def name(cls) -> str:
@@ -116,8 +118,9 @@ class HarborEnvironment(ContainerEnvironment):
     async def graded_output(self, note: str = "") -> ToolOutput:
         """The episode's one grading: a later `submit` (or call past the time limit)
         gets the same answer, as the sandbox was graded once, as Harbor grades a trial."""
-        if self._graded is None:
-            self._graded = await self._grade_once(note)
+        async with self._grading:
+            if self._graded is None:
+                self._graded = await self._grade_once(note)
         return self._graded
 
     async def _grade_once(self, note: str) -> ToolOutput:
