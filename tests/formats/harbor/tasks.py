@@ -179,6 +179,8 @@ def episodes_dataset(root: Path) -> Path:
     harbor_dataset(root)
     harbor_task(root / "crash", CRASHES)
     harbor_task(root / "slow", CHECK_OUT, agent_timeout=4)
+    # a published image named in task.toml (mapped), with storage_mb: a thin layer over it
+    harbor_task(root / "given", CHECK_OUT, extra='docker_image = "ubuntu:24.04"\nstorage_mb = 32\n')
     return root
 
 

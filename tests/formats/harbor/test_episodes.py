@@ -40,12 +40,12 @@ def play(
 def test_tasks_are_listed_by_name_with_the_standard_tools(client: ORS) -> None:
     env = client.environment("tb")
     names = [t.task_spec["name"] for t in env.list_tasks(split="test")]
-    assert names == ["crash", "hello", "keys", "slow", "storage", "tb1-hello", "users"]
+    assert names == ["crash", "given", "hello", "keys", "slow", "storage", "tb1-hello", "users"]
     tools = sorted(t.name for t in env.list_tools())
     assert tools == ["bash", "edit_file", "list_dir", "read_file", "submit", "write_file"]
 
 
-@pytest.mark.parametrize("task", ["hello", "keys", "storage", "tb1-hello"])
+@pytest.mark.parametrize("task", ["hello", "keys", "storage", "given", "tb1-hello"])
 def test_solution_scores_one_and_no_change_zero(client: ORS, task: str) -> None:
     _, solved = play(client, task, ["echo hello > /app/out.txt"])
     _, untouched = play(client, task, [])
