@@ -22,21 +22,28 @@ def main(kind: str, port: int, names: list[str]) -> None:
         app = ors.Server([echo_env(ors)]).app
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
         return
-    import bench.envs
     from orsbox.runner import serve
     from orsbox.settings import Settings
-    from orsbox.targets import resolve_target
 
-    # a bench environment by name, or a target as `orsbox serve` takes it (swebench:FILE)
-    environments = [
-        cls
-        for name in names
-        for cls in ([getattr(bench.envs, name)] if ":" not in name else resolve_target(name))
-    ]
+    environments = [env for name in names for env in _environments(name)]
     settings = Settings(host="127.0.0.1", port=port)
     if "ORSBOX_LOG_LEVEL" not in os.environ:
         settings = settings.model_copy(update={"log_level": "warning"})
     serve(environments, settings)
+
+
+def _environments(name: str) -> list[type]:
+    """A class of bench/envs.py by name, or a target as `orsbox serve` reads it
+    (`harbor:PATH`, with ORSBOX_IMAGE_MAP)."""
+    import bench.envs
+
+    if ":" not in name and "/" not in name:
+        return [getattr(bench.envs, name)]
+    from orsbox.formats import FormatOptions
+    from orsbox.sandbox.image_map import ImageMap
+    from orsbox.targets import resolve_target
+
+    return list(resolve_target(name, FormatOptions(image_map=ImageMap.from_env())))
 
 
 if __name__ == "__main__":

@@ -98,19 +98,26 @@ def image_recipes() -> list[ImageRecipe]:
     return [folder_recipe(folder) for folder in folders]
 
 
-def environment_recipe(env_cls: type[Environment]) -> ImageRecipe | None:
-    """The recipe for a manifest environment's own image (`[build]`), if it has one."""
+def environment_recipes(env_cls: type[Environment]) -> list[ImageRecipe]:
+    """The recipes for an environment's own images: a manifest's `[build]`, or what a
+    class that builds per-task images lists in its `image_recipes()` classmethod (a
+    benchmark dataset, `orsbox.formats`)."""
+    own = getattr(env_cls, "image_recipes", None)
+    if callable(own):
+        return list(own())
     if not issubclass(env_cls, DeclarativeEnvironment) or env_cls.manifest.build is None:
-        return None
+        return []
     build = env_cls.manifest.build
     folder = env_cls.folder
-    return ImageRecipe(
-        env_cls.image,
-        (folder / build.context).resolve(),
-        (folder / build.dockerfile).resolve(),
-        build.base_image,
-        str(manifest_path(folder)),
-    )
+    return [
+        ImageRecipe(
+            env_cls.image,
+            (folder / build.context).resolve(),
+            (folder / build.dockerfile).resolve(),
+            build.base_image,
+            str(manifest_path(folder)),
+        )
+    ]
 
 
 def needed_images(environments: Iterable[type[Environment]]) -> list[str]:

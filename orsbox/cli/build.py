@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from orsbox.authoring.environment import Environment
@@ -18,7 +19,7 @@ from orsbox.authoring.manifest import MANIFEST_NAME
 from orsbox.bundle import (
     build_plan,
     bundled_targets,
-    environment_recipe,
+    environment_recipes,
     folder_recipe,
     image_recipes,
     needed_images,
@@ -57,36 +58,53 @@ def docker_client(*, required: bool = True) -> Any:
 def all_recipes(
     environments: Sequence[type[Environment]], extra: Sequence[ImageRecipe] = ()
 ) -> list[ImageRecipe]:
-    own = [r for r in map(environment_recipe, environments) if r is not None]
+    own = [r for env_cls in environments for r in environment_recipes(env_cls)]
     return [*image_recipes(), *extra, *own]
 
 
-def run_plan(client: Any, plan: Sequence[ImageRecipe]) -> None:
-    """Build `plan` in order, one spinner per image showing its latest build line."""
+def run_plan(
+    client: Any, plan: Sequence[ImageRecipe], *, keep_going: bool = False
+) -> dict[str, str]:
+    """Build `plan` in order, one spinner per image showing its latest build line. A
+    failed build ends the command, or (`keep_going`: a dataset whose other tasks can
+    still be served) is printed and returned as {tag: error}."""
     from orsbox.sandbox.docker.images import build_image, image_exists, make_local_debian
 
+    failed: dict[str, str] = {}
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         for recipe in plan:
+            if recipe.base_image in failed:
+                failed[recipe.tag] = f"its base image {recipe.base_image} failed to build"
+                continue
             if recipe.base_image == LOCAL_DEBIAN and not image_exists(client, LOCAL_DEBIAN):
                 _step(progress, LOCAL_DEBIAN, make_local_debian)
-            _step(progress, recipe.tag, lambda log, r=recipe: build_image(client, r, log))
+            error = _step(progress, recipe.tag, lambda log, r=recipe: build_image(client, r, log))
+            if error is not None:
+                if not keep_going:
+                    progress.stop()
+                    console.print(error)
+                    raise typer.Exit(1)
+                failed[recipe.tag] = error
+    for error in failed.values():
+        console.print(f"[red]error:[/red] {escape(error)}")
+    return failed
 
 
-def _step(progress: Progress, tag: str, work: Any) -> None:
+def _step(progress: Progress, tag: str, work: Any) -> str | None:
     task = progress.add_task(f"[bold]{tag}[/bold]", total=1)
 
     def log(line: str) -> None:
-        progress.update(task, description=f"[bold]{tag}[/bold] [dim]{line.strip()[:70]}[/dim]")
+        line = escape(line.strip()[:70])
+        progress.update(task, description=f"[bold]{tag}[/bold] [dim]{line}[/dim]")
 
     try:
         work(log)
     except OrsboxError as e:
         progress.update(task, description=f"[red]{tag} failed[/red]")
-        progress.stop()
-        console.print(str(e))
-        raise typer.Exit(1) from None
+        return str(e)
     progress.update(task, completed=1, description=f"[green]{tag}[/green] built")
+    return None
 
 
 def ensure_images(environments: Sequence[type[Environment]]) -> None:
@@ -103,7 +121,11 @@ def ensure_images(environments: Sequence[type[Environment]]) -> None:
     plan = build_plan(wanted, recipes, lambda tag: image_exists(client, tag))
     if plan:
         console.print(f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}")
-        run_plan(client, plan)
+        tolerant = [e for e in environments if callable(getattr(e, "image_build_failed", None))]
+        failed = run_plan(client, plan, keep_going=bool(tolerant))
+        for env_cls in tolerant:
+            for tag, error in failed.items():
+                env_cls.image_build_failed(tag, error)  # type: ignore[attr-defined]
     known = {r.tag for r in recipes}
     for tag in wanted:
         if tag not in known and not image_exists(client, tag):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from orsbox import __version__
-from orsbox.cli import build, doctor, gc, ps, run, serve
+from orsbox.cli import build, check, doctor, gc, ps, run, serve
 
 app = typer.Typer(
     help="orsbox: a sandboxed, container-backed host for Open Reward Standard environments.",
@@ -20,6 +20,7 @@ app = typer.Typer(
 app.command(name="serve")(serve.serve)
 app.command(name="build")(build.build)
 app.command(name="run")(run.run)
+app.command(name="check")(check.check)
 app.command(name="doctor")(doctor.doctor)
 app.command(name="ps")(ps.ps)
 app.command(name="gc")(gc.gc)

@@ -41,6 +41,7 @@ class ImageRecipe:
     dockerfile: Path
     base_image: str | None = None  # None: the Dockerfile's own default
     origin: str = ""  # what declares it, for messages: a folder or a manifest
+    timeout_s: float = BUILD_TIMEOUT_S  # a task may set its own (Harbor's build_timeout_sec)
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
@@ -75,11 +76,16 @@ def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog)
             rm=True,
             forcerm=True,
             decode=True,
-            timeout=BUILD_QUIET_S,  # the SDK passes none: a hung engine would hang us
+            timeout=min(
+                BUILD_QUIET_S, recipe.timeout_s
+            ),  # the SDK passes none: a hung engine would hang us
         )
         for chunk in stream:
-            if time.monotonic() - started > BUILD_TIMEOUT_S:
-                raise ImageBuildError(f"building {recipe.tag} took over {BUILD_TIMEOUT_S}s")
+            if time.monotonic() - started > recipe.timeout_s:
+                raise ImageBuildError(
+                    f"building {recipe.tag} ({recipe.origin}) took over {recipe.timeout_s:g}s:\n"
+                    + "\n".join(tail[-15:])
+                )
             if "error" in chunk:
                 detail = "\n".join([*tail[-15:], str(chunk["error"]).strip()])
                 raise ImageBuildError(f"building {recipe.tag} ({recipe.origin}) failed:\n{detail}")

@@ -1,0 +1,106 @@
+"""`orsbox check PATH`: a dataset author's check before publishing.
+
+For every task of a Harbor / Terminal-Bench dataset: the solution graded (expect 1.0)
+and an untouched sandbox graded (expect 0.0), a bounded number of tasks at once, then
+one table. Exit code 1 when any task fails a check or cannot be served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orsbox.cli.dataset_options import with_dataset_options
+from orsbox.errors import ManifestError
+from orsbox.formats import FormatOptions
+
+if TYPE_CHECKING:
+    from orsbox.authoring.grader import Grade
+    from orsbox.formats.harbor.environment import HarborEnvironment
+    from orsbox.formats.harbor.oracle import TaskCheck
+
+out = Console(highlight=False, soft_wrap=False, width=120)
+
+
+@with_dataset_options
+def check(
+    path: Annotated[
+        str, typer.Argument(help="a task folder or a folder of task folders", show_default=False)
+    ],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="tasks checked at once")
+    ] = 2,
+    dataset: FormatOptions | None = None,
+) -> None:
+    """Check a Harbor / Terminal-Bench dataset: each task's solution must score 1.0 and
+    an untouched sandbox 0.0. Builds missing images first."""
+    from orsbox.cli.build import ensure_images
+    from orsbox.formats.harbor.environment import HarborEnvironment
+    from orsbox.targets import resolve_target
+
+    target = path if path.startswith("harbor:") else f"harbor:{path}"
+    try:
+        environments = resolve_target(target, dataset or FormatOptions())
+    except ManifestError as e:
+        raise typer.BadParameter(str(e), param_hint="PATH") from e
+    env_cls = environments[0]
+    assert issubclass(env_cls, HarborEnvironment)
+    ensure_images(environments)
+    checks = asyncio.run(_check_all(env_cls, concurrency))
+    out.print(_table(env_cls, checks))
+    passed = sum(c.passed for c in checks)
+    out.print(f"{passed}/{len(checks) + len(env_cls.refused)} tasks pass")
+    if passed < len(checks) + len(env_cls.refused):
+        raise typer.Exit(1)
+
+
+async def _check_all(env_cls: type[HarborEnvironment], concurrency: int) -> list[TaskCheck]:
+    from orsbox.formats.harbor.oracle import check_task
+    from orsbox.sandbox import create_backend
+
+    backend = create_backend("docker")
+    bound = asyncio.Semaphore(concurrency)
+
+    async def one(name: str) -> TaskCheck:
+        async with bound:
+            return await check_task(env_cls, name, backend)
+
+    try:
+        return list(await asyncio.gather(*(one(name) for name in env_cls.tasks)))
+    finally:
+        await backend.close()
+
+
+def _reward(grade: Grade | None) -> str:
+    return "-" if grade is None else f"{grade.reward:g}"
+
+
+def _table(env_cls: type[HarborEnvironment], checks: Sequence[TaskCheck]) -> Table:
+    table = Table(title=f"orsbox check {env_cls.name()}")
+    for column in ("task", "solution", "untouched", "verdict", "time"):
+        table.add_column(column, justify="right" if column == "time" else "left")
+    for c in checks:
+        verdict = "[green]ok[/green]" if c.passed else f"[red]FAIL[/red] {escape(_why(c))}"
+        table.add_row(
+            c.task, _reward(c.solution), _reward(c.untouched), verdict, f"{c.seconds:.1f}s"
+        )
+    for name, reason in env_cls.refused.items():
+        table.add_row(name, "-", "-", f"[red]REFUSED[/red] {escape(reason)}", "-")
+    return table
+
+
+def _why(check: TaskCheck) -> str:
+    if check.error or check.solution is None or check.untouched is None:
+        return check.error or "not graded"
+    problems = []
+    if check.solution.reward != 1.0:
+        problems.append("the solution does not score 1.0")
+    if check.untouched.reward != 0.0:
+        problems.append("an untouched sandbox does not score 0.0")
+    return "; ".join(problems)

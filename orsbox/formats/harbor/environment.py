@@ -1,0 +1,176 @@
+"""A dataset of task folders as one ORS environment.
+
+One `ContainerEnvironment` subclass per dataset, one task per folder (sorted by name)
+in one split (`test` unless `--dataset-split`). Each task has its own image, limits,
+user, working directory and variables, so the class builds its `SandboxSpec` per task
+(`sandbox_spec`), and lists every task's image and recipe (`image_recipes`) for
+`orsbox serve`, `run` and `build` to build what is missing.
+
+The agent gets the prompt `instruction.md`, the standard tools (bash, read_file,
+write_file, edit_file, list_dir unless `--tools` says otherwise) and `submit`, which
+runs the verifier and ends the episode. `[agent].timeout_sec` bounds the episode from
+the end of setup: commands are cut to the time left, and the first call after it is
+answered by grading the sandbox as it is (the call itself is not run) with a finished
+output saying the time ran out, as Harbor verifies an agent that timed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar
+
+from orsbox.authoring.container import ContainerEnvironment
+from orsbox.authoring.environment import as_split
+from orsbox.authoring.grader import Grade
+from orsbox.authoring.standard_tools import STANDARD_TOOLS
+from orsbox.authoring.tools import tool
+from orsbox.errors import ManifestError, SandboxGone, SetupFailed
+from orsbox.formats.harbor.task import HarborTask
+from orsbox.formats.harbor.verifier import verify
+from orsbox.formats.options import FormatOptions
+from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
+from orsbox.sandbox.base import SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker.images import ImageRecipe
+
+DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
+
+
+class HarborEnvironment(ContainerEnvironment):
+    """What every Harbor dataset shares; `dataset_environment` fills in the data."""
+
+    dataset_name: ClassVar[str]
+    split_name: ClassVar[str]
+    tasks: ClassVar[dict[str, HarborTask]]
+    refused: ClassVar[dict[str, str]]  # task folder -> why it is not served
+    broken_images: ClassVar[dict[str, str]]  # image tag -> why it did not build
+    _graded: ToolOutput | None = None
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(task_spec, secrets)
+        name = self.task_spec.get("name")
+        if name not in self.tasks:
+            raise ValueError(f"{self.dataset_name} has no task named {name!r}")
+        self.task = self.tasks[str(name)]
+        self.episode_timeout_s = self.task.agent_timeout_s  # per task, over the class's
+        self._grading = asyncio.Lock()  # two submits at once still grade once
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.dataset_name
+
+    @classmethod
+    def list_splits(cls) -> list[Split]:
+        return [as_split(cls.split_name)]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[JSONObject]:
+        if split != cls.split_name:
+            raise KeyError(split)
+        return [task.spec() for task in cls.tasks.values()]
+
+    @classmethod
+    def image_recipes(cls) -> list[ImageRecipe]:
+        """The recipes of the images orsbox builds for these tasks."""
+        return [t.image.recipe for t in cls.tasks.values() if t.image.recipe is not None]
+
+    @classmethod
+    def needed_images(cls) -> list[str]:
+        return list(dict.fromkeys(t.image.tag for t in cls.tasks.values()))
+
+    @classmethod
+    def image_build_failed(cls, tag: str, error: str) -> None:
+        """Called by `orsbox serve`/`run` for an image that did not build: its tasks'
+        episodes fail at setup with `error`; the other tasks are served."""
+        cls.broken_images[tag] = error
+
+    async def setup(self) -> None:
+        error = self.broken_images.get(self.task.image.tag)
+        if error is not None:
+            raise SetupFailed(f"task {self.task.name}: its image did not build: {error}")
+        await super().setup()
+
+    def get_prompt(self) -> list[TextBlock]:
+        return [TextBlock(text=self.task.instruction)]
+
+    def sandbox_spec(self) -> SandboxSpec:
+        context = self.orsbox_context
+        return SandboxSpec(
+            image=self.task.image.tag,
+            limits=self.task.limits,
+            user=self.task.agent_user,
+            workdir=self.task.workdir,
+            env=dict(self.task.env),
+            labels={"orsbox.environment": self.dataset_name.lower(), "orsbox.task": self.task.name},
+            session_id=context.session_id if context else "none",
+        )
+
+    # -- grading ------------------------------------------------------------------------
+    async def grade(self) -> Grade:
+        try:
+            return await verify(self.sandbox, self.task)
+        except SandboxGone as e:
+            await self.sandbox_lost(e)
+            raise
+
+    async def graded_output(self, note: str = "") -> ToolOutput:
+        """The episode's one grading: a later `submit` (or call past the time limit)
+        gets the same answer, as the sandbox was graded once, as Harbor grades a trial."""
+        async with self._grading:
+            if self._graded is None:
+                self._graded = await self._grade_once(note)
+        return self._graded
+
+    async def _grade_once(self, note: str) -> ToolOutput:
+        grade = await self.grade()
+        text = f"{note}\n{grade.text}" if note else grade.text
+        return ToolOutput(
+            blocks=[TextBlock(text=text)],
+            metadata=grade.metadata,
+            reward=grade.reward,
+            finished=True,
+        )
+
+    async def episode_timed_out(self, name: str) -> ToolOutput:
+        return await self.graded_output(
+            f"[the agent's time limit of {self.episode_timeout_s:g}s has passed: {name!r} was "
+            "not run; the sandbox was graded as it is]"
+        )
+
+    @tool
+    async def submit(self) -> ToolOutput:
+        """Submit your work: every process you started is stopped, the task's tests
+        run in the sandbox, and their reward is returned. Ends the episode."""
+        return await self.graded_output()
+
+
+def dataset_environment(
+    path: Path, tasks: list[HarborTask], options: FormatOptions, refused: dict[str, str]
+) -> type[HarborEnvironment]:
+    """The environment class serving `tasks` (read from `path`)."""
+    tool_names = options.tools or DEFAULT_TOOLS
+    unknown = [t for t in tool_names if t not in STANDARD_TOOLS]
+    if unknown:
+        raise ManifestError(
+            f"--tools: unknown tool(s) {', '.join(unknown)} (known: {', '.join(STANDARD_TOOLS)})"
+        )
+    mixins = tuple(STANDARD_TOOLS[t] for t in tool_names)
+    name = options.name or path.resolve().name
+    namespace: dict[str, Any] = {
+        "__doc__": f"Harbor tasks from {path}.",
+        "__module__": __name__,
+        "dataset_name": name,
+        "split_name": options.split or "test",
+        "tasks": {t.name: t for t in tasks},
+        "refused": dict(refused),
+        "broken_images": {},
+        "image": tasks[0].image.tag,
+        # The class's limits are what the server's policy checks: the widest any task asks.
+        "limits": SandboxLimits(network=any(t.limits.network for t in tasks)),
+    }
+    if options.call_timeout_s:
+        namespace["exec_timeout_s"] = options.call_timeout_s
+    class_name = "".join(p.capitalize() for p in name.replace("-", "_").split("_") if p)
+    return type(class_name or "Harbor", (HarborEnvironment, *mixins), namespace)

@@ -1,0 +1,105 @@
+"""The command line on Harbor datasets: Harbor's own template task served, `orsbox run`
+playing a task, `orsbox check` printing its table, and a Dockerfile that fails to build
+reported with its last lines while the other tasks are served."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from ors.client import ORS
+
+from tests.environments.conftest import orsbox
+from tests.formats.harbor.tasks import IMAGE_MAP
+from tests.servers import start_server
+
+
+def test_harbors_template_task_serves_and_grades(datasets: dict[str, Path], tmp_path: Path) -> None:
+    server = start_server(
+        [str(datasets["template"]), "--image-map", IMAGE_MAP], tmp_path, allow_network=1
+    )
+    try:
+        with ORS(base_url=server.url) as client:
+            env = client.environment("template-task")
+            with env.session(split="test", index=0) as session:
+                assert session.get_prompt()[0].text == ""  # its instruction.md is empty
+                graded = session.call_tool("submit", {})
+    finally:
+        server.stop()
+    # its test.sh (not executable in the wheel; made so, as Harbor does) writes no reward
+    assert (graded.reward, graded.finished) == (0.0, True)
+    assert "no reward file" in graded.blocks[0].text
+
+
+def test_orsbox_run_plays_a_task(
+    datasets: dict[str, Path], harbor_env: dict[str, str], tmp_path: Path
+) -> None:
+    actions = tmp_path / "actions.jsonl"
+    actions.write_text(
+        '{"name": "write_file", "input": {"path": "/app/out.txt", "content": "hello\\n"}}\n'
+        '{"name": "submit", "input": {}}\n'
+    )
+    done = orsbox(
+        "run", f"harbor:{datasets['episodes']}", "--index", "1", "--image-map", IMAGE_MAP,
+        "--actions", str(actions), env=harbor_env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Write the value of $GREETING" in done.stdout
+    assert done.stdout.rstrip().endswith("final reward: 1.0  finished: true")
+
+
+def test_orsbox_check_prints_the_table(
+    datasets: dict[str, Path], harbor_env: dict[str, str]
+) -> None:
+    done = orsbox(
+        "check", str(datasets["check"]), "--image-map", IMAGE_MAP, "--concurrency", "2",
+        env=harbor_env, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {
+        m.group(1): m.groups()[1:]
+        for m in re.finditer(r"│ (\S+)\s+│ (\S+)\s+│ (\S+)\s+│ (\S+)\s+│\s+[\d.]+s │", done.stdout)
+    }
+    assert rows == {
+        name: ("1", "0", "ok") for name in ("hello", "keys", "storage", "tb1-hello", "users")
+    }
+    assert "5/5 tasks pass" in done.stdout
+
+
+def test_orsbox_check_fails_a_task_whose_tests_crash(
+    datasets: dict[str, Path], harbor_env: dict[str, str]
+) -> None:
+    done = orsbox(
+        "check", str(datasets["episodes"] / "crash"), "--image-map", IMAGE_MAP, env=harbor_env
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"│ crash\s+│ 0\s+│ 0\s+│ FAIL the solution does not score 1.0", done.stdout)
+
+
+def test_a_failing_dockerfile_names_its_last_lines_and_spares_the_others(
+    datasets: dict[str, Path], harbor_env: dict[str, str], tmp_path: Path
+) -> None:
+    built = orsbox("build", str(datasets["broken"]), "--image-map", IMAGE_MAP, env=harbor_env)
+    assert built.returncode == 1
+    assert "the-last-build-line" in built.stderr and "task broken" in built.stderr
+    server = start_server(
+        [str(datasets["broken"]), "--image-map", IMAGE_MAP], tmp_path, allow_network=1
+    )
+    try:
+        with ORS(base_url=server.url) as client:
+            env = client.environment("broken")
+            good = next(t for t in env.list_tasks("test") if t.task_spec["name"] == "good")
+            with env.session(task=good) as session:
+                session.call_tool("bash", {"command": "echo hello > /app/out.txt"})
+                assert session.call_tool("submit", {}).reward == 1.0
+            broken = next(t for t in env.list_tasks("test") if t.task_spec["name"] == "broken")
+            with (
+                pytest.raises(Exception, match="did not build") as raised,
+                env.session(task=broken) as session,
+            ):
+                session.call_tool("bash", {"command": "true"})
+        assert "the-last-build-line" in str(raised.value)
+    finally:
+        server.stop()
+    assert "Traceback" not in server.log()

@@ -1,0 +1,326 @@
+"""Reading task folders, without Docker: every field read, what cannot be honoured
+refused with task, field and reason, images chosen and tagged, rewards parsed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orsbox.errors import ManifestError
+from orsbox.formats import FormatOptions
+from orsbox.formats.harbor import is_harbor_path, load
+from orsbox.formats.harbor.environment import HarborEnvironment
+from orsbox.formats.harbor.task_config import TaskConfig, read_task_toml
+from orsbox.formats.harbor.verifier import (
+    parse_pytest_summary,
+    parse_reward_json,
+    parse_reward_txt,
+)
+from orsbox.sandbox.image_map import ImageMap
+from tests.formats.harbor.tasks import CHECK_OUT, IMAGE_MAP, harbor_task, write, write_tb1_task
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "harbor"
+
+# Every field of task.toml schema 1.4 that orsbox honours or accepts.
+FULL_TOML = """
+schema_version = "1.4"
+source = "https://example.org/tasks"
+artifacts = ["/app/out.txt", { source = "/logs/x", destination = "x", exclude = ["*.tmp"] }]
+
+[task]
+name = "org/full"
+version = "1.0.0"
+description = "every field"
+authors = [{ name = "A", email = "a@example.org" }]
+keywords = ["k"]
+
+[metadata]
+anything = { nested = [1, 2] }
+
+[verifier]
+timeout_sec = 30.0
+env = { MODE = "${HARBOR_TEST_MODE:-strict}" }
+user = "root"
+environment_mode = "shared"
+
+[agent]
+timeout_sec = 120.0
+user = 0
+
+[environment]
+build_timeout_sec = 100.0
+os = "LINUX"
+cpus = 2.0
+memory_mb = 1024
+storage_mb = 256
+gpus = 0
+workdir = "/app"
+network_mode = "no-network"
+env = { A = "1" }
+
+[solution]
+env = { B = "2" }
+"""
+
+
+def options(**kw: object) -> FormatOptions:
+    return FormatOptions(image_map=ImageMap.parse([IMAGE_MAP]), **kw)  # type: ignore[arg-type]
+
+
+def dataset_class(path: Path, **kw: object) -> type[HarborEnvironment]:
+    (env_cls,) = load(path, options(**kw))
+    assert issubclass(env_cls, HarborEnvironment)
+    return env_cls
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("ORSBOX_ALLOW_NETWORK", raising=False)
+
+
+def test_every_field_is_read_and_honoured(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path / "full", CHECK_OUT)
+    (folder / "task.toml").write_text(FULL_TOML)
+    env_cls = dataset_class(folder)
+    task = env_cls.tasks["full"]
+    assert env_cls.list_tasks("test") == [{"name": "full", "format": "harbor"}]
+    assert (task.limits.cpus, task.limits.memory_bytes) == (2.0, 1024 * 1024**2)
+    assert task.limits.disk_bytes == 256 * 1024**2 and task.limits.network is False
+    assert (task.agent_user, task.workdir, task.env, task.agent_timeout_s) == (
+        "0",
+        "/app",
+        {"A": "1"},
+        120.0,
+    )
+    assert (task.verifier.user, task.verifier.timeout_s) == ("root", 30.0)
+    assert task.verifier.env == {"MODE": "strict"}  # ${VAR:-default} from the host
+    assert task.solution_env == {"B": "2"}
+    assert task.image.recipe is not None and task.image.recipe.timeout_s == 100.0
+
+
+def test_the_older_version_key_and_legacy_sizes(tmp_path: Path) -> None:
+    path = tmp_path / "task.toml"
+    path.write_text('version = "1.0"\n[environment]\nmemory = "2G"\nallow_internet = false\n')
+    config = read_task_toml(path)
+    assert config.schema_version == "1.0"
+    assert config.environment.memory_mb == 2048
+    assert config.environment.network_mode == "no-network"
+    assert TaskConfig().verifier.timeout_sec == 600.0  # Harbor's defaults
+
+
+def test_harbors_template_task_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORSBOX_ALLOW_NETWORK", "1")
+    env_cls = dataset_class(FIXTURES / "template-task")
+    task = env_cls.tasks["template-task"]
+    assert task.verifier.timeout_s == 900.0 and task.agent_timeout_s == 900.0
+    assert task.limits.network is True and env_cls.limits.network is True
+    assert task.image.tag.startswith("orsbox-harbor/template-task:")
+
+
+@pytest.mark.parametrize(
+    ("environment", "sections", "field", "reason"),
+    [
+        ("gpus = 1", "", "environment.gpus", "no GPUs"),
+        ('gpu_types = ["H100"]', "", "environment.gpu_types", "no GPUs"),
+        (
+            "",
+            '[[environment.mcp_servers]]\nname = "m"\nurl = "http://x"',
+            "environment.mcp_servers",
+            "MCP",
+        ),
+        (
+            'network_mode = "allowlist"\nallowed_hosts = ["a.org"]',
+            "",
+            "environment.network_mode",
+            "allowlist",
+        ),
+        ("", '[[steps]]\nname = "one"', "steps", "multi-step"),
+        ("", '[verifier]\nenvironment_mode = "separate"', "verifier.environment", "separate"),
+        ("", '[environment.healthcheck]\ncommand = "true"', "environment.healthcheck", "readiness"),
+        ('os = "windows"', "", "environment.os", "Linux"),
+        ("", '[verifier]\nnetwork_mode = "public"', "verifier.network_mode", "one network setting"),
+        ("", '[environment.tpu]\ntype = "v6e"\ntopology = "2x2"', "environment.tpu", "TPU"),
+    ],
+)
+def test_what_orsbox_cannot_honour_is_refused(
+    tmp_path: Path, environment: str, sections: str, field: str, reason: str
+) -> None:
+    folder = harbor_task(tmp_path / "refused", CHECK_OUT)
+    network = "" if "network_mode" in environment else 'network_mode = "no-network"'
+    toml = f"[environment]\n{network}\n{environment}\n\n{sections}\n"
+    (folder / "task.toml").write_text(toml)
+    with pytest.raises(ManifestError) as raised:
+        dataset_class(folder)
+    message = str(raised.value)
+    assert "task refused" in message and field in message and reason in message
+
+
+def test_a_task_that_wants_the_network_names_the_setting(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path / "online", CHECK_OUT)
+    toml = folder / "task.toml"
+    toml.write_text(
+        toml.read_text().replace('network_mode = "no-network"', 'network_mode = "public"')
+    )
+    with pytest.raises(ManifestError, match=r"task online: .*network_mode.*ORSBOX_ALLOW_NETWORK=1"):
+        dataset_class(folder)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda f: (f / "instruction.md").unlink(), r"task bad: instruction.md is missing"),
+        (lambda f: (f / "task.toml").write_text("[verifier\n"), r"task.toml: not valid TOML"),
+        (
+            lambda f: (f / "task.toml").write_text("[agent]\ntimeout = 5\n"),
+            r"agent.timeout: unknown field",
+        ),
+        (
+            lambda f: (f / "task.toml").write_text("[agent]\ntimeout_sec = 'soon'\n"),
+            r"agent.timeout_sec: Input should be a valid number",
+        ),
+        (lambda f: (f / "tests" / "test.sh").unlink(), r"test.sh is missing"),
+    ],
+)
+def test_bad_input_is_a_clear_load_error(tmp_path: Path, change: object, expected: str) -> None:
+    folder = harbor_task(tmp_path / "bad", CHECK_OUT)
+    change(folder)  # type: ignore[operator]
+    with pytest.raises(ManifestError, match=expected):
+        dataset_class(folder)
+
+
+def test_a_dataset_serves_its_good_tasks_and_names_the_bad(tmp_path: Path) -> None:
+    harbor_task(tmp_path / "b-good", CHECK_OUT)
+    bad = harbor_task(tmp_path / "a-bad", CHECK_OUT)
+    (bad / "task.toml").write_text("[agent]\nnope = 1\n")
+    env_cls = dataset_class(tmp_path, name="mine", split="dev")
+    assert env_cls.name() == "mine" and [s.name for s in env_cls.list_splits()] == ["dev"]
+    assert list(env_cls.tasks) == ["b-good"]
+    assert "agent.nope: unknown field" in env_cls.refused["a-bad"]
+
+
+def test_tasks_are_sorted_by_name_and_detected_by_their_files(tmp_path: Path) -> None:
+    for name in ("zeta", "alpha", "mid"):
+        harbor_task(tmp_path / name, CHECK_OUT)
+    (tmp_path / "not-a-task").mkdir()
+    assert is_harbor_path(tmp_path) and not is_harbor_path(tmp_path / "not-a-task")
+    assert [t["name"] for t in dataset_class(tmp_path).list_tasks("test")] == [
+        "alpha",
+        "mid",
+        "zeta",
+    ]
+
+
+def test_dockerfile_is_mapped_without_touching_the_folder_and_edits_rebuild(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path / "img", CHECK_OUT)
+    before = dataset_class(folder).tasks["img"].image
+    assert before.recipe is not None
+    assert "FROM orsbox/debian:bookworm" in before.recipe.dockerfile.read_text()
+    assert (folder / "environment" / "Dockerfile").read_text().startswith("FROM ubuntu:24.04")
+    assert before.recipe.base_image == "orsbox/debian:bookworm"  # built first if missing
+    (folder / "environment" / "data.txt").write_text("new")
+    after = dataset_class(folder).tasks["img"].image
+    assert after.tag != before.tag and after.tag.startswith("orsbox-harbor/img:")
+
+
+def test_docker_image_is_used_as_given_after_the_map(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path / "given", CHECK_OUT)
+    toml = folder / "task.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            "[environment]\n", '[environment]\ndocker_image = "ubuntu:24.04"\n'
+        )
+    )
+    image = dataset_class(folder).tasks["given"].image
+    assert (image.tag, image.recipe) == ("orsbox/debian:bookworm", None)
+
+
+def test_compose_main_service_and_more_than_one_refused(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path / "composed", CHECK_OUT)
+    compose = folder / "environment" / "docker-compose.yaml"
+    compose.write_text("services:\n  main:\n    image: ubuntu:24.04\n")
+    assert dataset_class(folder).tasks["composed"].image.tag == "orsbox/debian:bookworm"
+    compose.write_text("services:\n  main:\n    build: .\n  db:\n    image: postgres\n")
+    with pytest.raises(
+        ManifestError, match=r"task composed: .*2 services \(main, db\).*single service"
+    ):
+        dataset_class(folder)
+
+
+def test_terminal_bench_1_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = write_tb1_task(tmp_path / "tb1")
+    with pytest.raises(ManifestError, match="ORSBOX_ALLOW_NETWORK=1"):
+        dataset_class(folder)
+    monkeypatch.setenv("ORSBOX_ALLOW_NETWORK", "1")
+    task = dataset_class(folder).tasks["tb1"]
+    assert (task.kind, task.agent_timeout_s, task.verifier.timeout_s) == (
+        "terminal-bench-1",
+        300,
+        120,
+    )
+    assert task.verifier.script == "/tests/run-tests.sh" and task.env == {"TEST_DIR": "/tests"}
+    write(folder, {"task.yaml": "instruction: x\ndifficulty: easy\nparser: pytest\n"})
+    with pytest.raises(ManifestError, match="parser: unknown field"):
+        dataset_class(folder)
+    write(folder, {"task.yaml": "instruction: x\ndifficulty: easy\nparser_name: swebench\n"})
+    with pytest.raises(ManifestError, match="parser_name: 'swebench': only the pytest parser"):
+        dataset_class(folder)
+
+
+# -- rewards, read the way Harbor reads them -----------------------------------------------
+def test_reward_json() -> None:
+    several = parse_reward_json(b'{"reward": 0.25, "tests": 3, "style": 0.5}')
+    assert several.reward == 0.25 and several.metadata["rewards"] == {
+        "reward": 0.25,
+        "tests": 3,
+        "style": 0.5,
+    }
+    assert parse_reward_json(b'{"a": 1, "b": 0}').reward == 0.5  # no reward key: the mean
+    for bad, why in [(b"", "empty"), (b"{", "not valid JSON"), (b'{"a": "1"}', "not a number"),
+                     (b'{"a": NaN}', "not finite"), (b"[1]", "not a JSON object")]:  # fmt: skip
+        grade = parse_reward_json(bad)
+        assert grade.reward == 0.0 and why in grade.text
+
+
+def test_reward_txt() -> None:
+    assert parse_reward_txt(b" 0.5\n").reward == 0.5
+    for bad, why in [(b"", "empty"), (b"yes", "not one number"), (b"inf", "not finite")]:
+        grade = parse_reward_txt(bad)
+        assert grade.reward == 0.0 and why in grade.text
+
+
+def test_pytest_summary() -> None:
+    output = "lots\n===== short test summary info =====\nPASSED t.py::a\nFAILED t.py::b - AssertionError: boom\nSKIPPED t.py::c\n"
+    assert parse_pytest_summary(output) == {"a": "PASSED", "b": "FAILED", "c": "SKIPPED"}
+    assert parse_pytest_summary("no summary here") is None
+
+
+def test_the_image_map_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = harbor_task(tmp_path / "mapped", CHECK_OUT)
+    monkeypatch.setenv("ORSBOX_IMAGE_MAP", "ubuntu:24.04=registry.example:5000/ubuntu:24.04")
+    (env_cls,) = load(folder, FormatOptions(image_map=ImageMap.from_env()))
+    recipe = env_cls.tasks["mapped"].image.recipe  # type: ignore[attr-defined]
+    assert "FROM registry.example:5000/ubuntu:24.04" in recipe.dockerfile.read_text()
+    assert recipe.base_image is None  # not one of orsbox's images: nothing to build first
+
+
+def test_a_storage_layer_keeps_the_dockerfiles_user(tmp_path: Path) -> None:
+    folder = harbor_task(tmp_path / "stored", CHECK_OUT)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]\n", "[environment]\nstorage_mb = 64\n"))
+    write(folder, {"environment/Dockerfile": "FROM ubuntu:24.04\nUSER nobody\n"})
+    task = dataset_class(folder).tasks["stored"]
+    assert task.image.recipe is not None
+    text = task.image.recipe.dockerfile.read_text()
+    assert "ln -s" in text and text.rstrip().endswith("USER nobody")
+    assert task.image.default_user == "nobody" and task.limits.disk_bytes == 64 * 1024**2
+
+
+def test_a_task_spec_names_a_task_of_the_dataset(tmp_path: Path) -> None:
+    env_cls = dataset_class(harbor_task(tmp_path / "only", CHECK_OUT))
+    assert env_cls(task_spec={"name": "only"}).get_prompt()[0].text.startswith("Write")
+    with pytest.raises(ValueError, match="has no task named 'other'"):
+        env_cls(task_spec={"name": "other"})
