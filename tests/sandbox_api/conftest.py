@@ -69,3 +69,8 @@ def client(session_url: str) -> OpenReward:
 @pytest.fixture
 def other_client(session_url: str) -> OpenReward:
     return OpenReward(api_key=TOKEN_B)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the openreward client is aiohttp, asyncio only

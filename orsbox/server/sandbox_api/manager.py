@@ -10,7 +10,7 @@ gets the same 404 as for an id that never existed. Requests during the start wai
 it at most `setup_wait_s`, then get 503 with `X-Backend-State: starting`; requests for
 a deleted, reaped or dead sandbox get 410. A sandbox no request named for
 `sandbox_timeout_s` (and with no command running) is removed. Each client may hold at
-most `sandbox_max_per_client` live sandboxes.
+most `sandbox_max_per_client` live sandboxes (past it, 403).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from orsbox.errors import Gone, NotFound, SandboxError, ServiceUnavailable
+from orsbox.errors import Forbidden, Gone, NotFound, SandboxError, ServiceUnavailable
 from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from orsbox.settings import Settings
 
@@ -86,11 +86,10 @@ class SandboxManager:
     def _check_cap(self, owner: str) -> None:
         held = sum(1 for b in self._live.values() if b.owner == owner)
         if held >= self.settings.sandbox_max_per_client:
-            raise ServiceUnavailable(
+            raise Forbidden(
                 f"this client holds {held} sandboxes, the most allowed "
                 f"(ORSBOX_SANDBOX_MAX_PER_CLIENT={self.settings.sandbox_max_per_client}); "
-                "stop one first",
-                headers={"Retry-After": str(self.settings.capacity_retry_after_s)},
+                "stop one first"
             )
 
     async def _start(self, box: ApiSandbox, spec: SandboxSpec) -> None:
