@@ -80,3 +80,8 @@ def advertise_sandbox_api(settings: Settings) -> None:
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
     host = f"[{host}]" if ":" in host else host
     os.environ.setdefault("OPENREWARD_SESSION_URL", f"http://{host}:{settings.port}")
+    # For environments whose client sent no key to hand on (ors-sdk sends no secrets):
+    # `AsyncOpenReward(api_key=None)` falls back to this one.
+    tokens = [t for t in (settings.token, *settings.sandbox_tokens) if t is not None]
+    if tokens:
+        os.environ.setdefault("OPENREWARD_API_KEY", tokens[0].get_secret_value())

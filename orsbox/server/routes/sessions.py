@@ -71,8 +71,10 @@ async def create(
 
 
 def _check_toolset(name: str, env_cls: type[Environment], toolset: str | None) -> None:
+    if toolset is None:
+        return
     offered = env_cls.toolsets_offered()
-    if toolset is None or toolset in offered:
+    if toolset in offered:
         return
     choices = f"toolsets: {', '.join(offered)}" if offered else "it offers no toolsets"
     raise BadRequest(f"unknown toolset {toolset!r} for environment {name!r}; {choices}")
