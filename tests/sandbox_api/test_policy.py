@@ -111,6 +111,7 @@ def test_a_second_client_cannot_touch_the_first_ones_sandbox(
         ]:
             status, _ = post(api_server.url, path, body, other_client.api_key, sid)
             assert status == 404, path
+        assert post(api_server.url, "/ping", {}, TOKEN_A, sid) == (200, '{"status":"ok"}')
         status, _ = post(api_server.url, "/delete_session", {}, other_client.api_key, sid)
         assert status == 200  # idempotent, and it changed nothing:
         assert box.check_run("cat /tmp/owned") == "mine"

@@ -84,10 +84,10 @@ class SandboxRequest(BaseModel):
     def spec(self, image: str, sandbox_id: str, labels: dict[str, str]) -> SandboxSpec:
         cpus, memory_bytes = machine_limits(self.machine_size)
         limits = SandboxLimits(cpus=cpus, memory_bytes=memory_bytes, network=self.wants_network)
+        env = dict(self.env or {})
         return SandboxSpec(
-            image=image, limits=limits, env=dict(self.env or {}), labels=labels,
-            session_id=sandbox_id,
-        )  # fmt: skip
+            image=image, limits=limits, env=env, labels=labels, session_id=sandbox_id
+        )
 
 
 def machine_limits(machine_size: str) -> tuple[float, int]:
