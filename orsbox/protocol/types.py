@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     RootModel,
     SerializerFunctionWrapHandler,
+    StrictBool,
     model_serializer,
     model_validator,
 )
@@ -89,7 +90,7 @@ class ToolCallBlock(_Wire):
 class ToolResultBlock(_Wire):
     tool_call_id: str
     blocks: Blocks
-    is_error: bool = False
+    is_error: StrictBool = False  # strict: a request body's 0 is not a boolean
     detail: JSONObject | None = None
     type: Literal["tool_result"] = "tool_result"
 
