@@ -4,16 +4,20 @@ tree, output over the cap, non-UTF-8 bytes, byte-exact files of 0 B, 1 B and 50 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from pathlib import Path
 
 import aiohttp
 import docker
+import httpx
 import pytest
 from openreward import OpenReward
 
-from tests.sandbox_api.conftest import sandbox_settings
+from tests.sandbox_api.conftest import TOKEN_A, sandbox_settings
+from tests.servers import LiveServer
+from tests.sse_client import post_sse
 
 
 def containers_of(docker_client: docker.DockerClient, sid: str) -> list[dict]:
@@ -100,3 +104,25 @@ def test_stat_file_refuses_what_is_not_a_regular_file(client: OpenReward, base_i
         with pytest.raises(aiohttp.ClientResponseError) as missing:
             box.stat_file("/tmp/nothing-here")
         assert missing.value.status == 404
+
+
+def test_run_resumes_by_task_id(
+    client: OpenReward, base_image: str, api_server: LiveServer
+) -> None:
+    """A client that lost the stream re-posts with the `task_id`: the command is not run
+    again, and its result arrives (the openreward client does this on a disconnect)."""
+    with client.sandbox(sandbox_settings(base_image)) as box:
+        headers = {"X-Session-ID": box.sid or "", "X-API-Key": TOKEN_A}
+        body = {"cmd": "sleep 1; echo run >> /tmp/runs; cat /tmp/runs", "max_bytes": 100}
+        with httpx.stream("POST", f"{api_server.url}/run", json=body, headers=headers) as first:
+            line = next(line for line in first.iter_lines() if line.startswith("data: "))
+            task_id = line[len("data: ") :]  # and the connection is dropped here
+        again = post_sse(
+            f"{api_server.url}/run",
+            {**body, "task_id": task_id},
+            box.sid or "",
+            **{"X-API-Key": TOKEN_A},
+        )
+        answer = again.result()
+        assert base64.b64decode(answer["output"]) == b"run\n"
+        assert (answer["return_code"], answer["timed_out"]) == (0, False)
