@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -16,7 +18,7 @@ import pytest
 from openreward import OpenReward
 
 from tests.sandbox_api.conftest import TOKEN_A, sandbox_settings
-from tests.servers import LiveServer
+from tests.servers import ROOT, LiveServer
 from tests.sse_client import post_sse
 
 
@@ -37,6 +39,11 @@ def test_create_run_and_stop(
         host = container["HostConfig"]
         assert (host["NanoCpus"], host["Memory"]) == (500_000_000, 2 * 1024**3)
         assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"]
+        argv = [sys.executable, "-m", "orsbox.cli.main", "ps"]
+        wide = {**os.environ, "COLUMNS": "300"}
+        ps = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT, env=wide)
+        listing = ps.stdout
+        assert "sandbox:orsbox/tests" in listing and box.sid[:16] in listing
         sid = box.sid
     assert containers_of(docker_client, sid) == []  # stop removed it
 

@@ -67,7 +67,11 @@ def _create(
     check_sandbox_image(image, settings)
     check_sandbox_network(body.wants_network, settings)
     sid = manager.new_id()
-    labels = {"orsbox.sandbox_api": "1", "orsbox.client": client}
+    labels = {
+        "orsbox.sandbox_api": "1",
+        "orsbox.client": client,
+        "orsbox.environment": f"sandbox:{body.environment or '-'}"[:100],  # for `orsbox ps`
+    }
     spec = body.spec(image, sid, labels)
     return manager.create(client, spec, has_network_policy=body.network is not None)
 
