@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 from openreward import AsyncOpenReward
 from openreward.api.sandboxes.types import SandboxNetworkPolicy
@@ -28,7 +29,7 @@ def network_server(
     tmp_path_factory: pytest.TempPathFactory, base_image: str
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("sandbox-api-network")
-    settings = api_server_settings(allow_network=1)
+    settings = api_server_settings(allow_network=1, image_map=f"python:3.11-slim={base_image}")
     server = start_server(["tests/envs/protocol_envs.py:Protocol"], tmp, **settings)
     yield server
     server.stop()
@@ -78,3 +79,16 @@ async def test_set_network_needs_a_sandbox_created_with_a_policy(
     async with client.sandbox(sandbox_settings(base_image)) as box:
         with pytest.raises(Exception, match="without network="):
             await box.set_network(OPENED)
+
+
+async def test_a_mapped_image_is_judged_by_what_runs(
+    network_server: LiveServer, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    """The operator maps a registry image onto a local one; the allow-list (orsbox/*)
+    then judges the local image, which is what runs."""
+    client = AsyncOpenReward(api_key=TOKEN_A, base_url="http://unused.invalid")
+    client.session_base_url = network_server.url
+    async with client.sandbox(sandbox_settings("python:3.11-slim")) as box:
+        [container] = docker_client.api.containers(filters={"label": f"orsbox.session={box.sid}"})
+        assert container["Image"] == base_image
+        assert await box.check_run("echo ok") == "ok"
