@@ -97,13 +97,13 @@ def create_app(
         app.include_router(module.router)
     if sandbox_api is not None:
         app.include_router(sandboxes.router)
-    install_openapi(app, cat.names, token_required=settings.token is not None)
+    tokens = [t.get_secret_value() for t in (settings.token, *settings.sandbox_tokens) if t]
+    install_openapi(app, cat.names, token_required=bool(tokens))
     app.add_middleware(
         CallFastPath, catalog=cat, sessions=manager, calls=registry, settings=settings
     )  # innermost: every other middleware runs first
     app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    tokens = [t.get_secret_value() for t in (settings.token, *settings.sandbox_tokens) if t]
     if tokens:  # outermost: nothing runs for a request without one
         app.add_middleware(TokenMiddleware, token=tokens[0], more=tuple(tokens[1:]))
     return app

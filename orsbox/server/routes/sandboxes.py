@@ -44,7 +44,12 @@ def owner(request: Request) -> str:
 
 
 # -- create ---------------------------------------------------------------------------
-@router.post("/create_sandbox", response_class=EventStreamResponse, responses={**SSE, **ERRORS})
+@router.post(
+    "/create_sandbox",
+    response_class=EventStreamResponse,
+    status_code=200,
+    responses={**SSE, **ERRORS},
+)
 async def create_sandbox(
     request: Request, body: SandboxRequest, settings: SettingsDep
 ) -> EventStreamResponse:
@@ -84,7 +89,9 @@ async def _started(box: ApiSandbox) -> list[Event]:
 
 
 # -- run ------------------------------------------------------------------------------
-@router.post("/run", response_class=EventStreamResponse, responses={**SSE, **ERRORS})
+@router.post(
+    "/run", response_class=EventStreamResponse, status_code=200, responses={**SSE, **ERRORS}
+)
 async def run(
     request: Request, body: RunRequest, sid: SessionIdDep, calls: CallsDep, settings: SettingsDep
 ) -> EventStreamResponse:
