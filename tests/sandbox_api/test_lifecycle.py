@@ -11,6 +11,7 @@ from pathlib import Path
 import docker
 import pytest
 from openreward import AsyncOpenReward
+from openreward.api.errors import SessionTerminatedError
 
 from tests.sandbox_api.conftest import TOKEN_A, api_server_settings, sandbox_settings
 from tests.sandbox_api.test_policy import post
@@ -94,3 +95,17 @@ def test_an_idle_sandbox_is_reaped(
         assert status == 410 and "no request for 1s" in answer
     finally:
         server.stop()
+
+
+async def test_a_sandbox_killed_under_its_client_is_410(
+    api_server: LiveServer, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    client = AsyncOpenReward(api_key=TOKEN_A, base_url="http://unused.invalid")
+    client.session_base_url = api_server.url
+    async with client.sandbox(sandbox_settings(base_image)) as box:
+        [container] = docker_client.api.containers(filters={"label": f"orsbox.session={box.sid}"})
+        docker_client.api.kill(container["Id"])
+        with pytest.raises(SessionTerminatedError, match="410"):
+            await box.run("true")
+        status, answer = post(api_server.url, "/ping", {}, TOKEN_A, box.sid)
+        assert status == 410 and "gone" in answer

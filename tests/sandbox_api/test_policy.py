@@ -147,3 +147,12 @@ def test_per_client_cap(tmp_path: Path, base_image: str, monkeypatch: pytest.Mon
             first.close()
     finally:
         server.stop()
+
+
+def test_a_failed_start_is_an_error_event_and_leaves_nothing(api_server: LiveServer) -> None:
+    body = create_body("orsbox/no-such-image:latest")
+    status, stream = post(api_server.url, "/create_sandbox", body, TOKEN_A)
+    assert status == 200 and "event: error" in stream and "not found" in stream
+    sid = stream.split("data: ", 1)[1].split()[0]
+    status, answer = post(api_server.url, "/ping", {}, TOKEN_A, sid)
+    assert status == 410 and "could not start" in answer

@@ -61,7 +61,7 @@ async def create_sandbox(
     else:
         box = _create(manager, client, body, settings)
     first = [{"event": "task_id", "data": box.id}]
-    return EventStreamResponse(first, lambda: _started(box), settings.keepalive_s)
+    return EventStreamResponse(first, lambda: _started(manager, box), settings.keepalive_s)
 
 
 def _create(
@@ -81,9 +81,10 @@ def _create(
     return manager.create(client, spec, has_network_policy=body.network is not None)
 
 
-async def _started(box: ApiSandbox) -> list[Event]:
+async def _started(manager: SandboxManager, box: ApiSandbox) -> list[Event]:
     await box.ready.wait()
-    if box.error is not None:
+    if box.error is not None:  # gone at once: a failed start holds no slot of the cap
+        await manager.delete(box.id, why=box.error)
         return [{"event": "error", "data": box.error}]
     return [{"event": "end", "data": json.dumps({"sid": box.id})}]
 
@@ -105,13 +106,11 @@ async def run(
             return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
     else:
         box, _ = await manager.running(owner(request), sid)
-        record = calls.start(sid, lambda: _run_command(manager, box, body, settings))
+        record = calls.start(sid, lambda: _run_command(box, body, settings))
     return EventStreamResponse(record.first_events(), record.final_events, settings.keepalive_s)
 
 
-async def _run_command(
-    manager: SandboxManager, box: ApiSandbox, body: RunRequest, settings: Settings
-) -> list[Event]:
+async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) -> list[Event]:
     limit = settings.sandbox_max_output_bytes
     max_bytes = limit if body.max_bytes is None else min(body.max_bytes, limit)
     timeout = settings.sandbox_max_run_timeout_s
@@ -204,7 +203,10 @@ async def set_network(
 
 # -- shared with ORS sessions ---------------------------------------------------------
 async def ping_sandbox(request: Request, sid: str) -> JSONResponse:
-    manager_of(request).get(owner(request), sid)
+    """200 while starting or running; 410 once it died, so the client learns it early."""
+    manager, client = manager_of(request), owner(request)
+    if manager.get(client, sid).ready.is_set():
+        await manager.running(client, sid)
     return JSONResponse({"status": "ok"})
 
 
