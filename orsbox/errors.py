@@ -3,6 +3,7 @@
     OrsboxError                      root; `status` is the HTTP status it maps to
     ├── BadRequest (400)             malformed input, unknown split, bad index ...
     ├── Unauthorized (401)
+    ├── Forbidden (403)              outside the operator's policy; names the setting
     ├── NotFound (404)               unknown environment or session
     ├── Gone (410)                   session was deleted
     ├── PayloadTooLarge (413)
@@ -42,6 +43,10 @@ class BadRequest(OrsboxError):
 
 class Unauthorized(OrsboxError):
     status = 401
+
+
+class Forbidden(OrsboxError):
+    status = 403
 
 
 class NotFound(OrsboxError):

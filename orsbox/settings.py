@@ -81,3 +81,29 @@ class Settings(BaseSettings):
     warm_pool_idle_ttl_s: float = Field(
         default=600.0, gt=0, description="a spec not asked for this long has its pool emptied"
     )
+
+    # -- the sandbox API for openreward environments (orsbox.server.sandbox_api) ---------
+    sandbox_api: bool = Field(
+        default=False, description="serve the openreward sandbox API (/create_sandbox, /run ...)"
+    )
+    sandbox_tokens: list[SecretStr] = Field(
+        default_factory=list,
+        description="client tokens, one per client, accepted like ORSBOX_TOKEN; "
+        "the sandbox API needs at least one token (these or ORSBOX_TOKEN)",
+    )
+    sandbox_images: list[str] = Field(
+        default_factory=lambda: ["orsbox/*"],
+        description="image patterns (fnmatch) a client may ask for; default: orsbox's own",
+    )
+    sandbox_max_per_client: int = Field(
+        default=16, gt=0, description="live sandboxes one client (token) may hold"
+    )
+    sandbox_timeout_s: float = Field(
+        default=900.0, gt=0, description="a sandbox no request named for this long is removed"
+    )
+    sandbox_max_run_timeout_s: float = Field(
+        default=3600.0, gt=0, description="longest /run; a request for none or more gets this"
+    )
+    sandbox_max_output_bytes: int = Field(
+        default=16 * 1024 * 1024, gt=0, description="most output one /run returns"
+    )

@@ -18,8 +18,13 @@ from orsbox.authoring.tools import ToolDef, find_tools
 from orsbox.authoring.user_code import call_user
 from orsbox.protocol.types import (
     Blocks,
+    GroupCandidate,
+    GroupScore,
     JSONObject,
     ListToolsOutput,
+    Message,
+    RunToolError,
+    RunToolSuccess,
     Split,
     TextBlock,
     ToolOutput,
@@ -108,11 +113,30 @@ class Environment(abc.ABC):
     def get_prompt(self) -> Blocks:
         """The first observation: a list of text/image blocks (may be async)."""
 
+    async def messages(self) -> list[Message]:
+        """The prompt as role/blocks messages (`GET /{env}/messages`). By default the
+        prompt as one user message; a conversation-shaped task overrides it."""
+        return [Message(role="user", blocks=list(await call_user(self.get_prompt)))]
+
+    async def score_group(self, candidates: list[GroupCandidate]) -> list[GroupScore | float]:
+        """Score a group of candidate transcripts for this session's task together
+        (`POST /{env}/score_group`: GRPO-style or pairwise judging): one score per
+        candidate, in order. Override to offer it; without an override the endpoint
+        answers 404, as the reference server does."""
+        raise NotImplementedError(f"{type(self).__name__} does not score groups")
+
+    @classmethod
+    def supports_score_group(cls) -> bool:
+        return cls.score_group is not Environment.score_group
+
     # -- tools ----------------------------------------------------------------------
     @classmethod
     def list_tools(cls) -> ListToolsOutput:
         """Shared tools: the ones every task has."""
-        return ListToolsOutput(tools=[t.spec for t in find_tools(cls).values() if t.shared])
+        shared = [t.spec for t in find_tools(cls).values() if t.shared]
+        return ListToolsOutput(
+            tools=shared, supports_score_group=cls.supports_score_group() or None
+        )
 
     def list_task_tools(self) -> ListToolsOutput:
         """Tools only this task has; by default the `@tool(shared=False)` methods.
@@ -128,6 +152,24 @@ class Environment(abc.ABC):
     def callable_tools(self) -> dict[str, ToolDef]:
         """Tools an agent may call in this session (override to narrow per task)."""
         return find_tools(type(self))
+
+    async def dispatch(
+        self, name: str, tool_input: JSONObject
+    ) -> RunToolSuccess | RunToolError | None:
+        """Answer a tool call by other means than orsbox's `@tool` methods (an adapter
+        for environments written with another library does); None: the `@tool` method."""
+        return None
+
+    # -- toolsets (openreward's `toolset_name` in /create) -----------------------------
+    @classmethod
+    def toolsets_offered(cls) -> list[str]:
+        """Names a `/create` may give as `toolset_name`; orsbox environments offer none."""
+        return []
+
+    def select_toolset(self, name: str) -> None:
+        """Use the toolset `name` (one of `toolsets_offered()`) in this session; called
+        after the constructor, before `setup`."""
+        raise NotImplementedError(f"{type(self).__name__} offers no toolsets")
 
 
 class SingleTask(Environment):

@@ -1,6 +1,7 @@
 """Finding environment classes from what a user types: `module:Class`, `path/to/file.py:Class`,
 a module or file alone (every `Environment` subclass defined in it), or a folder holding
-an `orsbox.toml` manifest (or the manifest file itself)."""
+an `orsbox.toml` manifest (or the manifest file itself). Environments written with the
+`openreward` package are found the same way and served through `openreward_env.adapt`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from types import ModuleType
 
 from orsbox.authoring.declarative import manifest_environment, manifest_path
 from orsbox.authoring.environment import Environment
+from orsbox.authoring.openreward_env import adapt, is_openreward_environment
 from orsbox.errors import ManifestError
 
 
@@ -37,13 +39,20 @@ def _import(target: str) -> ModuleType:
 
 def _defined_in(module: ModuleType) -> list[type[Environment]]:
     return [
-        obj
+        _servable(obj)
         for obj in vars(module).values()
         if inspect.isclass(obj)
-        and issubclass(obj, Environment)
         and obj.__module__ == module.__name__
-        and not inspect.isabstract(obj)
+        and (_is_orsbox_environment(obj) or is_openreward_environment(obj))
     ]
+
+
+def _is_orsbox_environment(obj: type) -> bool:
+    return issubclass(obj, Environment) and not inspect.isabstract(obj)
+
+
+def _servable(cls: type) -> type[Environment]:
+    return adapt(cls) if is_openreward_environment(cls) else cls
 
 
 def load_environment(ref: str) -> list[type[Environment]]:
@@ -58,8 +67,10 @@ def load_environment(ref: str) -> list[type[Environment]]:
             raise ManifestError(f"{target!r} defines no Environment subclass")
         return found
     cls = getattr(module, attr, None)
+    if is_openreward_environment(cls):
+        return [adapt(cls)]
     if not (inspect.isclass(cls) and issubclass(cls, Environment)):
-        raise ManifestError(f"{ref!r} is not an orsbox Environment subclass")
+        raise ManifestError(f"{ref!r} is not an orsbox (or openreward) Environment subclass")
     return [cls]
 
 

@@ -123,6 +123,14 @@ async def call_tool(
     gate = await env.before_tool(name)
     if gate is not None:
         return RunToolSuccess(output=gate)
+    try:
+        dispatched = await env.dispatch(name, tool_input)
+    except ToolRaised:
+        raise
+    except Exception as e:
+        raise ToolRaised(f"tool {name!r} failed: {type(e).__name__}: {e}") from e
+    if dispatched is not None:
+        return dispatched
     tools = env.callable_tools()
     found = tools.get(name)
     if found is None:

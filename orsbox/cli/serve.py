@@ -4,6 +4,7 @@ SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Annotated
 
 import typer
@@ -66,4 +67,21 @@ def serve(
             "log_level": log_level,
         }
     )
+    advertise_sandbox_api(settings)
     run_server(environments, settings)
+
+
+def advertise_sandbox_api(settings: Settings) -> None:
+    """Point openreward environments served here at this server's sandbox API: the
+    `openreward` client reads its session URL from OPENREWARD_SESSION_URL. An operator
+    who set it (a sandbox provider elsewhere) keeps theirs."""
+    if not settings.sandbox_api:
+        return
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    host = f"[{host}]" if ":" in host else host
+    os.environ.setdefault("OPENREWARD_SESSION_URL", f"http://{host}:{settings.port}")
+    # For environments whose client sent no key to hand on (ors-sdk sends no secrets):
+    # `AsyncOpenReward(api_key=None)` falls back to this one.
+    tokens = [t for t in (settings.token, *settings.sandbox_tokens) if t is not None]
+    if tokens:
+        os.environ.setdefault("OPENREWARD_API_KEY", tokens[0].get_secret_value())

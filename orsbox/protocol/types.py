@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    model_serializer,
+    model_validator,
+)
 
 JSONObject: TypeAlias = dict[str, Any]
 SplitType: TypeAlias = Literal["train", "validation", "test"]
@@ -46,6 +55,91 @@ class ToolSpec(_Wire):
 
 class ListToolsOutput(_Wire):
     tools: list[ToolSpec]
+    supports_score_group: bool | None = Field(
+        default=None, description="set (true) only by environments that score groups"
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`{"tools": [...]}` exactly, as the reference stacks send, unless the
+        environment scores groups (the openreward client reads the flag)."""
+        data = handler(self)
+        if data.get("supports_score_group") is None:
+            data.pop("supports_score_group", None)
+        return data
+
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+
+
+class ReasoningBlock(_Wire):
+    text: str
+    signature: str | None = None
+    detail: JSONObject | None = None
+    type: Literal["reasoning"] = "reasoning"
+
+
+class ToolCallBlock(_Wire):
+    id: str
+    name: str
+    input: JSONObject
+    detail: JSONObject | None = None
+    type: Literal["tool_call"] = "tool_call"
+
+
+class ToolResultBlock(_Wire):
+    tool_call_id: str
+    blocks: Blocks
+    is_error: StrictBool = False  # strict: a request body's 0 is not a boolean
+    detail: JSONObject | None = None
+    type: Literal["tool_result"] = "tool_result"
+
+
+MessageBlock: TypeAlias = Annotated[
+    TextBlock | ImageBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock,
+    Field(discriminator="type"),
+]
+_ROLE_BLOCKS = {
+    "system": {"text", "image"},
+    "user": {"text", "image", "tool_result"},
+    "assistant": {"text", "image", "reasoning", "tool_call"},
+}
+
+
+class Message(_Wire):
+    """One turn of a conversation (`GET /{env}/messages`, `score_group` candidates).
+    Blocks sit where Anthropic's API puts them: reasoning and tool calls in assistant
+    turns, tool results in user turns."""
+
+    role: Role
+    blocks: list[MessageBlock]
+    detail: JSONObject | None = None
+
+    @model_validator(mode="after")
+    def _placement(self) -> Message:
+        for block in self.blocks:
+            if block.type not in _ROLE_BLOCKS[self.role]:
+                raise ValueError(f"a {block.type!r} block cannot be in a {self.role!r} message")
+        return self
+
+
+class GroupCandidate(_Wire):
+    messages: list[Message]
+    metadata: JSONObject | None = None
+
+
+class GroupScore(_Wire):
+    reward: float
+    metadata: JSONObject | None = None
+
+
+class ScoreGroup(_Wire):
+    candidates: list[GroupCandidate]
+    task_id: str | None = Field(default=None, description="set only to reconnect")
+
+
+class ScoreGroupOutput(_Wire):
+    scores: list[GroupScore]
 
 
 class ToolOutput(_Wire):
@@ -86,7 +180,9 @@ class CreateSession(_Wire):
     split: str | None = None
     index: int | None = None
     secrets: dict[str, str] | None = None
-    toolset_name: str | None = Field(default=None, description="openreward clients; unsupported")
+    toolset_name: str | None = Field(
+        default=None, description="a toolset the environment offers (openreward environments)"
+    )
 
     @model_validator(mode="after")
     def _one_task_source(self) -> CreateSession:

@@ -23,6 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orsbox.errors import SandboxError
+
 EXEC_TIMEOUT_S = 60.0
 OUTPUT_CAP_BYTES = 64 * 1024
 
@@ -36,7 +38,9 @@ class ExecResult:
     `output` keeps the head and the tail around a marker line naming how many bytes were
     cut, and `truncated` is true. `exit_code` is None when the command was killed for
     running past its timeout (`timed_out`) or never finished for another reason.
-    `oom_killed` is true when the kernel's out-of-memory killer ended it.
+    `oom_killed` is true when the kernel's out-of-memory killer ended it. `data` is the
+    same output as the bytes written (head, marker and tail when truncated), for callers
+    that must pass on non-UTF-8 output exactly (the sandbox API's `/run`).
     """
 
     output: str
@@ -46,6 +50,7 @@ class ExecResult:
     output_bytes: int = 0
     oom_killed: bool = False
     duration_s: float = 0.0
+    data: bytes = field(default=b"", repr=False)
 
 
 class HostMount(BaseModel):
@@ -188,6 +193,12 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop and remove the sandbox. Idempotent; never raises for an already-gone one."""
+
+    async def set_network(self, enabled: bool) -> None:
+        """Give the running sandbox a network of its own with outbound access, or take
+        it away (connections open under the old setting are cut). Backends that cannot
+        change it at run time raise `SandboxError`."""
+        raise SandboxError(f"{type(self).__name__} cannot change its network while running")
 
     @property
     @abc.abstractmethod

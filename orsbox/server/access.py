@@ -32,16 +32,18 @@ def presented_token(headers: list[tuple[bytes, bytes]]) -> bytes | None:
 
 
 class TokenMiddleware:
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    """`token` and each of `more` (the sandbox API's client tokens) are accepted alike."""
+
+    def __init__(self, app: ASGIApp, token: str | None, more: tuple[str, ...] = ()) -> None:
         self.app = app
-        self.token = token.encode()
+        self.tokens = [t.encode() for t in (token, *more) if t]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         given = presented_token(scope["headers"])
-        if given is not None and hmac.compare_digest(given, self.token):
+        if given is not None and any(hmac.compare_digest(given, t) for t in self.tokens):
             await self.app(scope, receive, send)
             return
         headers = [

@@ -4,9 +4,10 @@ Phases, as uvicorn names them:
 * startup — install log redaction, start the inactivity reaper (and, for container
   environments, the sandbox backend's sweep of leftovers from dead servers, and the
   warm pool's first fill when `warm_pool` > 0);
-* serve — routes in `orsbox.server.routes`, thin, grouped by catalog/sessions/calls;
+* serve — routes in `orsbox.server.routes`, thin, grouped by catalog/sessions/calls/
+  scoring, and the sandbox API's (`sandboxes`) when `sandbox_api` is on;
 * shutdown — cancel running calls, tear down every session (each teardown bounded by
-  `teardown_timeout_s`), close the sandbox backend.
+  `teardown_timeout_s`), remove the sandbox API's sandboxes, close the sandbox backend.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from orsbox.server.fast_path import CallFastPath
 from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
 from orsbox.server.openapi import install_openapi
-from orsbox.server.policy import check_policy
-from orsbox.server.routes import calls, catalog, sessions
+from orsbox.server.policy import check_policy, check_sandbox_api
+from orsbox.server.routes import calls, catalog, sandboxes, scoring, sessions
+from orsbox.server.sandbox_api import SandboxManager
 from orsbox.server.secrets import install_log_redaction
 from orsbox.server.sessions import SessionManager
 from orsbox.settings import Settings
@@ -51,11 +53,15 @@ def create_app(
     settings = settings or Settings()
     cat = Catalog(environments)
     check_policy(environments, settings)
+    check_sandbox_api(settings)
     if sandbox_backend is None:
         sandbox_backend = _default_backend(environments, settings)
     manager = SessionManager(settings)
     manager.sandbox_backend = sandbox_backend
     registry = CallRegistry(linger_s=settings.result_linger_s)
+    sandbox_api = None
+    if settings.sandbox_api and sandbox_backend is not None:
+        sandbox_api = SandboxManager(settings, sandbox_backend)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,14 +69,19 @@ def create_app(
         if sandbox_backend is not None:
             await _sweep(sandbox_backend)
             _prewarm(sandbox_backend, environments)
-        reaper = asyncio.create_task(manager.reap_forever())
+        reapers = [asyncio.create_task(manager.reap_forever())]
+        if sandbox_api is not None:
+            reapers.append(asyncio.create_task(sandbox_api.reap_forever()))
         log.info("serving %s", ", ".join(cat.names))
         try:
             yield
         finally:
-            reaper.cancel()
+            for reaper in reapers:
+                reaper.cancel()
             await registry.cancel_all()
             await manager.close_all()
+            if sandbox_api is not None:
+                await sandbox_api.close_all()
             if sandbox_backend is not None:
                 await sandbox_backend.close()
 
@@ -79,26 +90,32 @@ def create_app(
     app.state.catalog = cat
     app.state.sessions = manager
     app.state.calls = registry
+    app.state.sandbox_api = sandbox_api
     app.state.health = HealthProbe(sandbox_backend)
     install_error_handlers(app)
-    for module in (catalog, sessions, calls):
+    for module in (catalog, sessions, calls, scoring):
         app.include_router(module.router)
-    install_openapi(app, cat.names, token_required=settings.token is not None)
+    if sandbox_api is not None:
+        app.include_router(sandboxes.router)
+    tokens = [t.get_secret_value() for t in (settings.token, *settings.sandbox_tokens) if t]
+    install_openapi(app, cat.names, token_required=bool(tokens))
     app.add_middleware(
         CallFastPath, catalog=cat, sessions=manager, calls=registry, settings=settings
     )  # innermost: every other middleware runs first
     app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    if settings.token is not None:  # outermost: nothing runs for a request without it
-        app.add_middleware(TokenMiddleware, token=settings.token.get_secret_value())
+    if tokens:  # outermost: nothing runs for a request without one
+        app.add_middleware(TokenMiddleware, token=tokens[0], more=tuple(tokens[1:]))
     return app
 
 
 def _default_backend(
     environments: Sequence[type[Environment]], settings: Settings
 ) -> SandboxBackend | None:
-    """Docker for container environments, behind a warm pool when one is configured."""
-    if not any(issubclass(e, ContainerEnvironment) for e in environments):
+    """Docker for container environments and the sandbox API, behind a warm pool when
+    one is configured."""
+    needs = settings.sandbox_api or any(issubclass(e, ContainerEnvironment) for e in environments)
+    if not needs:
         return None
     backend = create_backend(
         "docker",

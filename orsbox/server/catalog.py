@@ -30,7 +30,7 @@ class Catalog:
         key = env_cls.name().lower()
         if key in self._envs:
             raise ValueError(f"two environments are named {key!r}")
-        if not find_tools(env_cls):
+        if not find_tools(env_cls) and not env_cls.list_tools().tools:
             raise ValueError(f"environment {key!r} has no tools; add at least one @tool")
         self._envs[key] = env_cls
 

@@ -13,7 +13,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Endpoints that live under /{env_name}/ and that clients also call bare.
 ENV_SCOPED = frozenset(
-    {"tools", "splits", "tasks", "num_tasks", "task", "task_range", "prompt", "task_tools", "call"}
+    {
+        *("tools", "splits", "tasks", "num_tasks", "task", "task_range"),
+        *("prompt", "messages", "task_tools", "call", "score_group"),
+    }
 )
 
 

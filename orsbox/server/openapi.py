@@ -27,9 +27,11 @@ MEANINGS = {
     400: "bad input: malformed JSON, wrong types, unknown split, index out of range, "
     "missing X-Session-ID, a session id that already exists",
     401: "missing or wrong API token",
+    403: "outside the operator's sandbox policy (the message names the setting)",
     404: "unknown environment or session (also once reaped)",
     410: "the session was deleted",
     413: "request body too large",
+    416: "an offset past the end of the file",
     500: "the session's setup failed (its message), or a server fault",
     503: "setup still running, or the server is at capacity; see Retry-After",
 }

@@ -10,6 +10,7 @@ operator meant to give.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import stat
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
-from orsbox.errors import PolicyViolation
+from orsbox.errors import Forbidden, PolicyViolation
 from orsbox.sandbox.base import HostMount, SandboxLimits
 from orsbox.settings import Settings
 
@@ -108,3 +109,32 @@ def _is_system_path(path: str) -> bool:
         path == folder or path.startswith(folder + "/") or folder.startswith(path.rstrip("/") + "/")
         for folder in SYSTEM_FOLDERS
     )
+
+
+# -- the sandbox API (orsbox.server.sandbox_api) -----------------------------------------
+def check_sandbox_api(settings: Settings) -> None:
+    """The sandbox API starts containers for whoever calls it: never without a token."""
+    if settings.sandbox_api and settings.token is None and not settings.sandbox_tokens:
+        raise PolicyViolation(
+            "ORSBOX_SANDBOX_API=1 needs a token: set ORSBOX_TOKEN or ORSBOX_SANDBOX_TOKENS"
+        )
+
+
+def check_sandbox_image(image: str, settings: Settings) -> None:
+    """403 unless `image` (after the operator's image map) matches an allowed pattern."""
+    if not any(fnmatch.fnmatchcase(image, p) for p in settings.sandbox_images):
+        allowed = ", ".join(settings.sandbox_images) or "none"
+        raise Forbidden(
+            f"image {image!r} is not allowed for sandboxes (allowed: {allowed}); "
+            "allow it with ORSBOX_SANDBOX_IMAGES"
+        )
+
+
+def check_sandbox_network(wants_network: bool, settings: Settings) -> None:
+    """403 for outbound access (what any policy beyond "none" gets) unless allowed."""
+    if wants_network and not settings.allow_network:
+        raise Forbidden(
+            "a sandbox with network access (block_network=false, or a network policy "
+            "that allows anything) is not allowed; allow with ORSBOX_ALLOW_NETWORK=1, "
+            "or ask for block_network=true"
+        )

@@ -128,6 +128,7 @@ class SessionManager:
         env_cls: type[Environment],
         task_spec: dict[str, Any],
         secrets: dict[str, SecretStr],
+        toolset: str | None = None,
     ) -> Session:
         if sid in self._sessions:
             raise BadRequest(f"session {sid!r} already exists")
@@ -136,7 +137,7 @@ class SessionManager:
         session = Session(sid=sid, env_name=env_name, env_cls=env_cls)
         session.secret_values = LIVE_SECRETS.add(secrets)
         self._sessions[sid] = session
-        session.setup_task = asyncio.create_task(self._setup(session, task_spec, secrets))
+        session.setup_task = asyncio.create_task(self._setup(session, task_spec, secrets, toolset))
         log.info("session %s created (environment %s)", sid, env_name)
         return session
 
@@ -160,12 +161,16 @@ class SessionManager:
             )
 
     async def _setup(
-        self, session: Session, task_spec: dict[str, Any], secrets: dict[str, SecretStr]
+        self,
+        session: Session,
+        task_spec: dict[str, Any],
+        secrets: dict[str, SecretStr],
+        toolset: str | None,
     ) -> None:
         started = time.monotonic()
         try:
             with anyio.fail_after(self.settings.setup_timeout_s):
-                await self._construct_and_setup(session, task_spec, secrets)
+                await self._construct_and_setup(session, task_spec, secrets, toolset)
             log.info("session %s ready in %.3fs", session.sid, time.monotonic() - started)
         except Exception as e:
             session.error = LIVE_SECRETS.redact(_describe_setup_error(e, self.settings))
@@ -176,7 +181,11 @@ class SessionManager:
             session.ready.set()
 
     async def _construct_and_setup(
-        self, session: Session, task_spec: dict[str, Any], secrets: dict[str, SecretStr]
+        self,
+        session: Session,
+        task_spec: dict[str, Any],
+        secrets: dict[str, SecretStr],
+        toolset: str | None,
     ) -> None:
         plain = {k: v.get_secret_value() for k, v in secrets.items()}
         env = await call_user(session.env_cls, task_spec=task_spec, secrets=plain)
@@ -187,6 +196,8 @@ class SessionManager:
             extras=self.context_extras,
         )
         session.env = env
+        if toolset is not None:
+            await call_user(env.select_toolset, toolset)
         await call_user(env.setup)
 
     # -- delete ---------------------------------------------------------------------

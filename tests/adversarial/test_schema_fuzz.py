@@ -87,3 +87,22 @@ def test_session_operations_with_a_live_session(server: LiveServer) -> None:
     finally:
         httpx.post(f"{server.url}/delete", headers=headers)
     assert "internal error" not in server.log()
+
+
+SANDBOX_PATHS = (
+    r"^/(create_sandbox|run|stat_file|read_file|write_file|set_network|ping|delete_session)$"
+)
+
+
+@pytest.mark.docker
+def test_the_sandbox_api_answers_as_the_schema_says(tmp_path: Path) -> None:
+    """The same checks on the sandbox API's operations (no image the fuzzer makes up is
+    on the allow-list, so no container starts)."""
+    live = start_server(
+        PROTOCOL_ENVS, tmp_path, token=TOKEN, sandbox_api=1, setup_wait_s=1, max_body_bytes=100_000
+    )
+    try:
+        schemathesis(live, "--include-path-regex", SANDBOX_PATHS)
+        assert "internal error" not in live.log()
+    finally:
+        live.stop()

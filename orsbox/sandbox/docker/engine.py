@@ -187,6 +187,21 @@ class Engine:
         fn = functools.partial(self.client.api.containers, all=True, filters={"label": labels})
         return await self.run("list containers", fn)
 
+    async def switch_network(self, container_id: str, network: str) -> None:
+        """Leave every network the container is on and join `network` ("none": only a
+        loopback interface; "bridge": docker's default, with outbound access)."""
+
+        def switch() -> None:
+            api = self.client.api
+            attached = api.inspect_container(container_id)["NetworkSettings"]["Networks"] or {}
+            if set(attached) == {network}:
+                return
+            for name in attached:
+                api.disconnect_container_from_network(container_id, name, force=True)
+            api.connect_container_to_network(container_id, network)
+
+        await self.run(f"switch the network of container to {network}", switch)
+
     async def kill(self, container_id: str) -> None:
         await self.run("kill container", self.client.api.kill, container_id)
 

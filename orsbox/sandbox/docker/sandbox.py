@@ -137,6 +137,11 @@ class DockerSandbox(Sandbox):
         else:
             await self._call_as(user, request, archive, FILE_OP_TIMEOUT_S)
 
+    async def set_network(self, enabled: bool) -> None:
+        if not self.alive:
+            raise SandboxGone(await self._gone_message())
+        await self._engine.switch_network(self.id, "bridge" if enabled else "none")
+
     async def close(self) -> None:
         async with self._close_lock:
             if self._closed:
@@ -251,6 +256,7 @@ def to_result(header: Header, payload: bytes) -> ExecResult:
         output_bytes=int(header.get("bytes", len(payload))),
         oom_killed=bool(header.get("oom")),
         duration_s=float(header.get("duration", 0.0)),
+        data=bytes(payload),
     )
 
 

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse
 
+from orsbox.authoring import Environment
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest
-from orsbox.protocol.types import Blocks, CreateSession, ListToolsOutput, SessionId, Status
+from orsbox.protocol.types import (
+    Blocks,
+    CreateSession,
+    ListToolsOutput,
+    Message,
+    SessionId,
+    Status,
+)
 from orsbox.server.deps import CatalogDep, SessionIdDep, SessionsDep
 from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.openapi import SSE, errors
+from orsbox.server.routes import sandboxes
 from orsbox.server.secrets import merge_secrets
 
 router = APIRouter()
@@ -49,21 +58,32 @@ async def create(
 ) -> SessionId:
     if body is None:
         raise BadRequest("body must give either task_spec or split and index")
-    if body.toolset_name is not None:
-        raise BadRequest("toolsets are not supported by this server")
     name, env_cls = catalog.get(body.env_name)
+    _check_toolset(name, env_cls, body.toolset_name)
     if body.task_spec is not None:
         task_spec = body.task_spec
     else:
         assert body.split is not None and body.index is not None
         task_spec = await catalog.task(env_cls, body.split, body.index)
     secrets = merge_secrets(body.secrets, x_secrets)
-    sessions.create(sid, name, env_cls, task_spec, secrets)
+    sessions.create(sid, name, env_cls, task_spec, secrets, body.toolset_name)
     return SessionId(sid=sid)
 
 
+def _check_toolset(name: str, env_cls: type[Environment], toolset: str | None) -> None:
+    if toolset is None:
+        return
+    offered = env_cls.toolsets_offered()
+    if toolset in offered:
+        return
+    choices = f"toolsets: {', '.join(offered)}" if offered else "it offers no toolsets"
+    raise BadRequest(f"unknown toolset {toolset!r} for environment {name!r}; {choices}")
+
+
 @router.post("/ping", responses=errors(400, 404, 410, 413, 500))
-async def ping(sid: SessionIdDep, sessions: SessionsDep) -> Status:
+async def ping(request: Request, sid: SessionIdDep, sessions: SessionsDep) -> Any:
+    if _is_api_sandbox(request, sid):
+        return await sandboxes.ping_sandbox(request, sid)
     sessions.check_not_failed(sessions.get(sid))
     return Status(status="ok")
 
@@ -76,9 +96,18 @@ async def delete(sid: SessionIdDep, sessions: SessionsDep) -> SessionId:
 
 
 @router.post("/delete_session", responses=errors(400, 413))
-async def delete_session(sid: SessionIdDep, sessions: SessionsDep) -> SessionId:
+async def delete_session(request: Request, sid: SessionIdDep, sessions: SessionsDep) -> Any:
+    """Ends an ORS session, or a sandbox of the sandbox API (the openreward client
+    stops a sandbox this way)."""
+    if _is_api_sandbox(request, sid):
+        return await sandboxes.delete_sandbox(request, sid)
     await sessions.delete(sid)
     return SessionId(sid=sid)
+
+
+def _is_api_sandbox(request: Request, sid: str) -> bool:
+    manager = getattr(request.app.state, "sandbox_api", None)
+    return manager is not None and manager.is_sandbox_id(sid)
 
 
 @router.get("/{env_name}/prompt", responses=SESSION_ERRORS)
@@ -92,12 +121,24 @@ async def prompt(
     return await call_user(env.get_prompt)
 
 
+@router.get("/{env_name}/messages", responses=SESSION_ERRORS)
+async def messages(
+    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
+) -> list[Message]:
+    """The prompt as role/blocks messages (`Environment.messages`)."""
+    catalog.get(env_name)
+    env = await sessions.environment(sid)
+    return list(await call_user(env.messages))
+
+
 @router.get("/{env_name}/task_tools", responses=SESSION_ERRORS)
 async def task_tools(
     env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
 ) -> ListToolsOutput:
     catalog.get(env_name)
     env = await sessions.environment(sid)
-    shared = env.list_tools().tools
+    shared = env.list_tools()
     specific = (await call_user(env.list_task_tools)).tools
-    return ListToolsOutput(tools=[*shared, *specific])
+    return ListToolsOutput(
+        tools=[*shared.tools, *specific], supports_score_group=shared.supports_score_group
+    )

@@ -1,0 +1,86 @@
+"""`POST /{env}/score_group`: a group of candidate transcripts for one task, scored
+together (GRPO-style or pairwise judging), delivered over SSE like a tool call.
+
+It rides the session, so the environment's instance already holds the task, its setup
+and its secrets (a judge's key). An environment that does not score groups answers 404
+before any stream opens, as the reference server does, so a client can tell
+"unsupported" from a judging failure (an SSE `error` event). Scoring runs detached
+from its request: a client that loses the connection re-posts with the `task_id`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter
+
+from orsbox.authoring.user_code import call_user
+from orsbox.errors import NotFound
+from orsbox.protocol.calls import Event
+from orsbox.protocol.sse import result_events
+from orsbox.protocol.types import GroupScore, ScoreGroup, ScoreGroupOutput
+from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
+from orsbox.server.event_stream import EventStreamResponse
+from orsbox.server.openapi import SSE, errors
+from orsbox.server.secrets import LIVE_SECRETS
+from orsbox.server.sessions import Session
+
+router = APIRouter()
+log = logging.getLogger("orsbox.calls")
+
+
+async def run_scoring(session: Session, body: ScoreGroup) -> list[Event]:
+    """The final SSE events: the scores, or one `error` naming what went wrong."""
+    session.calls_in_flight += 1
+    try:
+        if session.env is None:
+            return [{"event": "error", "data": "session was deleted"}]
+        scores = await call_user(session.env.score_group, list(body.candidates))
+        output = ScoreGroupOutput(scores=[_as_score(s) for s in scores])
+        if len(output.scores) != len(body.candidates):
+            raise ValueError(
+                f"score_group returned {len(output.scores)} scores for "
+                f"{len(body.candidates)} candidates"
+            )
+        return result_events(LIVE_SECRETS.redact(output.model_dump_json()))
+    except Exception as e:
+        log.warning("session %s: score_group failed: %s", session.sid, e)
+        message = f"score_group failed: {type(e).__name__}: {e}"
+        return [{"event": "error", "data": LIVE_SECRETS.redact(message)}]
+    finally:
+        session.calls_in_flight -= 1
+        session.touch()
+
+
+def _as_score(score: GroupScore | float) -> GroupScore:
+    if isinstance(score, GroupScore):
+        return score
+    if isinstance(score, int | float):
+        return GroupScore(reward=float(score))
+    return GroupScore.model_validate(score, from_attributes=True)
+
+
+@router.post(
+    "/{env_name}/score_group",
+    response_class=EventStreamResponse,
+    status_code=200,
+    responses={**SSE, **errors(400, 404, 410, 413, 500, 503)},
+)
+async def score_group(
+    env_name: str,
+    body: ScoreGroup,
+    sid: SessionIdDep,
+    catalog: CatalogDep,
+    sessions: SessionsDep,
+    calls: CallsDep,
+    settings: SettingsDep,
+) -> EventStreamResponse:
+    name, _ = catalog.get(env_name)
+    session = await sessions.ready(sid)
+    if session.env is None or not session.env.supports_score_group():
+        raise NotFound(f"environment {name!r} does not implement score_group")
+    if body.task_id is None:
+        record = calls.start(sid, lambda: run_scoring(session, body))
+    elif (record := calls.find(body.task_id, sid)) is None:
+        return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
+    return EventStreamResponse(record.first_events(), record.final_events, settings.keepalive_s)

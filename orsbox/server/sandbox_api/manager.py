@@ -1,0 +1,174 @@
+"""`SandboxManager`: the sandboxes clients created through the sandbox API.
+
+Life of one:
+
+    /create_sandbox ──► starting ──started──► ready ──/delete_session, idle, shutdown──► gone
+                            └──start failed──► failed ─────────────┘
+
+Each belongs to the client (token) that created it: another client asking for its id
+gets the same 404 as for an id that never existed. Requests during the start wait for
+it at most `setup_wait_s`, then get 503 with `X-Backend-State: starting`; requests for
+a deleted, reaped or dead sandbox get 410. A sandbox no request named for
+`sandbox_timeout_s` (and with no command running) is removed. Each client may hold at
+most `sandbox_max_per_client` live sandboxes (past it, 403).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import anyio
+
+from orsbox.errors import Forbidden, Gone, NotFound, SandboxError, ServiceUnavailable
+from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
+from orsbox.settings import Settings
+
+log = logging.getLogger("orsbox.sandbox_api")
+
+SANDBOX_ID_PREFIX = "sbx-"
+REMEMBERED_GONE = 10_000
+
+
+def owner_of(token: bytes | None) -> str:
+    """A client's identity: a digest of its token, never the token itself."""
+    return hashlib.sha256(token or b"").hexdigest()[:16]
+
+
+@dataclass(eq=False)
+class ApiSandbox:
+    id: str
+    owner: str
+    image: str
+    has_network_policy: bool
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    sandbox: Sandbox | None = None
+    error: str | None = None
+    start_task: asyncio.Task[None] | None = None
+    last_active: float = field(default_factory=time.monotonic)
+    in_flight: int = 0
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+
+class SandboxManager:
+    def __init__(self, settings: Settings, backend: SandboxBackend) -> None:
+        self.settings = settings
+        self.backend = backend
+        self._live: dict[str, ApiSandbox] = {}
+        self._gone: OrderedDict[str, str] = OrderedDict()  # id -> why, for 410s
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    @staticmethod
+    def is_sandbox_id(sid: str) -> bool:
+        return sid.startswith(SANDBOX_ID_PREFIX)
+
+    # -- create -----------------------------------------------------------------------
+    def create(self, owner: str, spec: SandboxSpec, has_network_policy: bool) -> ApiSandbox:
+        self._check_cap(owner)
+        box = ApiSandbox(spec.session_id, owner, spec.image, has_network_policy)
+        self._live[box.id] = box
+        box.start_task = asyncio.create_task(self._start(box, spec))
+        return box
+
+    @staticmethod
+    def new_id() -> str:
+        return f"{SANDBOX_ID_PREFIX}{uuid.uuid4().hex}"
+
+    def _check_cap(self, owner: str) -> None:
+        held = sum(1 for b in self._live.values() if b.owner == owner)
+        if held >= self.settings.sandbox_max_per_client:
+            raise Forbidden(
+                f"this client holds {held} sandboxes, the most allowed "
+                f"(ORSBOX_SANDBOX_MAX_PER_CLIENT={self.settings.sandbox_max_per_client}); "
+                "stop one first"
+            )
+
+    async def _start(self, box: ApiSandbox, spec: SandboxSpec) -> None:
+        try:
+            box.sandbox = await self.backend.start(spec)
+            log.info("sandbox %s started from %s", box.id, spec.image)
+        except SandboxError as e:
+            box.error = f"the sandbox could not start: {e}"
+            log.warning("sandbox %s: %s", box.id, box.error)
+        finally:
+            box.touch()
+            box.ready.set()
+
+    # -- lookup -----------------------------------------------------------------------
+    def get(self, owner: str, sid: str) -> ApiSandbox:
+        box = self._live.get(sid)
+        if box is not None and box.owner == owner:
+            box.touch()
+            return box
+        if sid in self._gone and box is None:
+            raise Gone(f"sandbox {sid!r} is gone: {self._gone[sid]}")
+        raise NotFound(f"no sandbox {sid!r} for this client")
+
+    async def running(self, owner: str, sid: str) -> tuple[ApiSandbox, Sandbox]:
+        """The sandbox once started: 503 (starting) after `setup_wait_s`, 410 when it
+        failed to start or died."""
+        box = self.get(owner, sid)
+        if not box.ready.is_set():
+            with anyio.move_on_after(self.settings.setup_wait_s):
+                await box.ready.wait()
+        if not box.ready.is_set():
+            raise ServiceUnavailable(
+                "the sandbox is still starting; retry shortly",
+                headers={
+                    "Retry-After": str(self.settings.setup_retry_after_s),
+                    "X-Backend-State": "starting",
+                },
+            )
+        if box.sandbox is None or not box.sandbox.alive:
+            why = box.error or "the container is no longer running"
+            await self.delete(box.id, why=why)
+            raise Gone(f"sandbox {sid!r} is gone: {why}")
+        return box, box.sandbox
+
+    # -- delete -----------------------------------------------------------------------
+    async def delete(self, sid: str, *, why: str = "it was deleted") -> bool:
+        """Remove the sandbox; True if there was one. Idempotent."""
+        box = self._live.pop(sid, None)
+        if box is None:
+            return False
+        self._gone[sid] = why
+        while len(self._gone) > REMEMBERED_GONE:
+            self._gone.popitem(last=False)
+        if box.start_task is not None and not box.start_task.done():
+            box.start_task.cancel()
+            await asyncio.gather(box.start_task, return_exceptions=True)
+        if box.sandbox is not None:
+            try:
+                await box.sandbox.close()
+            except SandboxError as e:
+                log.warning("sandbox %s: could not remove it: %s", sid, e)
+        log.info("sandbox %s removed (%s)", sid, why)
+        return True
+
+    def idle(self, now: float | None = None) -> list[str]:
+        now = time.monotonic() if now is None else now
+        limit = self.settings.sandbox_timeout_s
+        return [
+            b.id
+            for b in self._live.values()
+            if b.ready.is_set() and b.in_flight == 0 and now - b.last_active > limit
+        ]
+
+    async def reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.reap_interval_s)
+            why = f"no request for {self.settings.sandbox_timeout_s:g}s"
+            await asyncio.gather(*(self.delete(sid, why=why) for sid in self.idle()))
+
+    async def close_all(self) -> None:
+        why = "the server shut down"
+        await asyncio.gather(*(self.delete(sid, why=why) for sid in list(self._live)))

@@ -1,0 +1,111 @@
+"""Sandboxes never outlive their server, and a crowd of clients leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from pathlib import Path
+
+import docker
+import pytest
+from openreward import AsyncOpenReward
+from openreward.api.errors import SessionTerminatedError
+
+from tests.sandbox_api.conftest import TOKEN_A, api_server_settings, sandbox_settings
+from tests.sandbox_api.test_policy import post
+from tests.servers import LiveServer, start_server
+
+pytestmark = pytest.mark.anyio
+GONE_WITHIN_S = 60.0
+
+
+def sandboxes_of(docker_client: docker.DockerClient, server: LiveServer) -> list[dict]:
+    labels = ["orsbox.sandbox_api=1", f"orsbox.pid={server.process.pid}"]
+    return docker_client.api.containers(all=True, filters={"label": labels})
+
+
+def wait_until_none(docker_client: docker.DockerClient, server: LiveServer) -> list[dict]:
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while (left := sandboxes_of(docker_client, server)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+async def test_killing_the_server_leaves_no_sandbox(
+    tmp_path: Path, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    server = start_server(
+        ["tests/envs/protocol_envs.py:Protocol"], tmp_path, **api_server_settings()
+    )
+    client = AsyncOpenReward(api_key=TOKEN_A, base_url="http://unused.invalid")
+    client.session_base_url = server.url
+    boxes = [client.sandbox(sandbox_settings(base_image)) for _ in range(2)]
+    try:
+        for box in boxes:
+            await box.start()
+        await boxes[0].run("sleep 600 &")  # a busy one too
+        assert len(sandboxes_of(docker_client, server)) == 2
+        server.stop(signal.SIGKILL)
+        assert wait_until_none(docker_client, server) == []  # the dead-man's switch
+    finally:
+        server.stop(signal.SIGKILL)
+        for box in boxes:
+            box._own_client and await box._own_client.close()  # no server to tell
+
+
+async def test_a_hundred_sandboxes_from_ten_clients_leave_nothing(
+    tmp_path: Path, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    tokens = [f"load-client-{i:02d}-token" for i in range(10)]
+    settings = api_server_settings(sandbox_tokens=json.dumps(tokens), sandbox_max_per_client=2)
+    server = start_server(["tests/envs/protocol_envs.py:Protocol"], tmp_path, **settings)
+    outputs: list[str] = []
+
+    async def one_client(token: str) -> None:
+        client = AsyncOpenReward(api_key=token, base_url="http://unused.invalid")
+        client.session_base_url = server.url
+        for i in range(10):
+            async with client.sandbox(sandbox_settings(base_image, machine_size="0.5:0.5")) as box:
+                outputs.append((await box.run(f"echo {token[-8:]}-{i}")).output)
+
+    try:
+        started = time.monotonic()
+        await asyncio.gather(*(one_client(t) for t in tokens))
+        print(f"100 sandboxes, 10 clients: {time.monotonic() - started:.1f}s")
+        assert len(set(outputs)) == 100
+        assert wait_until_none(docker_client, server) == []
+    finally:
+        server.stop()
+
+
+def test_an_idle_sandbox_is_reaped(
+    tmp_path: Path, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    settings = api_server_settings(sandbox_timeout_s=1)
+    server = start_server(["tests/envs/protocol_envs.py:Protocol"], tmp_path, **settings)
+    try:
+        body = sandbox_settings(base_image).model_dump()
+        status, stream = post(server.url, "/create_sandbox", body, TOKEN_A)  # and no pings
+        assert status == 200 and "event: end" in stream
+        sid = stream.split("data: ", 1)[1].split()[0]
+        assert wait_until_none(docker_client, server) == []
+        status, answer = post(server.url, "/run", {"cmd": "true"}, TOKEN_A, sid)
+        assert status == 410 and "no request for 1s" in answer
+    finally:
+        server.stop()
+
+
+async def test_a_sandbox_killed_under_its_client_is_410(
+    api_server: LiveServer, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    client = AsyncOpenReward(api_key=TOKEN_A, base_url="http://unused.invalid")
+    client.session_base_url = api_server.url
+    async with client.sandbox(sandbox_settings(base_image)) as box:
+        [container] = docker_client.api.containers(filters={"label": f"orsbox.session={box.sid}"})
+        docker_client.api.kill(container["Id"])
+        with pytest.raises(SessionTerminatedError, match="410"):
+            await box.run("true")
+        status, answer = post(api_server.url, "/ping", {}, TOKEN_A, box.sid)
+        assert status == 410 and "gone" in answer

@@ -1,0 +1,217 @@
+"""The sandbox API's pieces without Docker: what a request asks for, the operator's
+policy, and the manager's life cycle (with a backend whose starts the test releases)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from orsbox.authoring.loading import load_environment
+from orsbox.authoring.openreward_env import OpenRewardEnvironment
+from orsbox.errors import (
+    BadRequest,
+    Forbidden,
+    Gone,
+    NotFound,
+    PolicyViolation,
+    SandboxStartError,
+    ServiceUnavailable,
+)
+from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.server.policy import check_sandbox_api, check_sandbox_image, check_sandbox_network
+from orsbox.server.sandbox_api.manager import SandboxManager
+from orsbox.server.sandbox_api.request import SandboxRequest, machine_limits
+from orsbox.settings import Settings
+
+pytestmark = pytest.mark.anyio
+GB = 1024**3
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- requests -------------------------------------------------------------------------
+def test_machine_sizes() -> None:
+    assert machine_limits("0.5:1") == (0.5, GB)
+    assert machine_limits("16:64") == (16.0, 64 * GB)
+    with pytest.raises(BadRequest, match="machine_size: 'nvidia-l4'"):
+        machine_limits("nvidia-l4")
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"bucket_config": {"mount_path": "/b"}}, "bucket_config"),
+        ({"sidecars": [{"name": "db"}]}, "sidecars"),
+        ({"host_aliases": [{"ip": "1.2.3.4", "hostnames": ["x"]}]}, "host_aliases"),
+        ({"gpus": 1}, "gpus"),
+        ({"block_network": True, "network": {"rules": []}}, "mutually exclusive"),
+    ],
+)
+def test_what_cannot_be_honoured_is_named(fields: dict[str, Any], named: str) -> None:
+    request = SandboxRequest.model_validate({"image": "orsbox/base", **fields})
+    with pytest.raises(BadRequest, match=named):
+        request.check_supported()
+
+
+def test_unset_optional_fields_are_fine() -> None:
+    body = {"image": "orsbox/base", "bucket_config": None, "sidecars": None, "gpus": None}
+    SandboxRequest.model_validate(body).check_supported()
+
+
+@pytest.mark.parametrize(
+    ("fields", "wants"),
+    [
+        ({}, False),  # absent block_network: no network
+        ({"block_network": False}, True),
+        ({"block_network": False, "network": {"rules": [], "presets": []}}, False),
+        (
+            {"block_network": False, "network": {"rules": [{"action": "deny", "host": "a.b"}]}},
+            False,
+        ),
+        (
+            {"block_network": False, "network": {"rules": [{"action": "allow", "host": "a.b"}]}},
+            True,
+        ),
+        ({"block_network": False, "network": {"presets": ["pypi"]}}, True),
+        ({"block_network": False, "network": {"enforce": False}}, True),
+    ],
+)
+def test_network_is_all_or_nothing(fields: dict[str, Any], wants: bool) -> None:
+    request = SandboxRequest.model_validate({"image": "orsbox/base", **fields})
+    assert request.wants_network is wants
+    assert request.spec("orsbox/base", "sbx-1", {}).limits.network is wants
+
+
+# -- policy ---------------------------------------------------------------------------
+def test_images_are_an_allow_list() -> None:
+    settings = Settings()
+    check_sandbox_image("orsbox/base:latest", settings)
+    with pytest.raises(Forbidden, match="ORSBOX_SANDBOX_IMAGES"):
+        check_sandbox_image("python:3.11-slim", settings)
+    check_sandbox_image("python:3.11-slim", Settings(sandbox_images=["python:3.*"]))
+
+
+def test_network_needs_the_operator() -> None:
+    check_sandbox_network(False, Settings())
+    with pytest.raises(Forbidden, match="ORSBOX_ALLOW_NETWORK=1"):
+        check_sandbox_network(True, Settings())
+    check_sandbox_network(True, Settings(allow_network=True))
+
+
+def test_the_api_needs_a_token() -> None:
+    with pytest.raises(PolicyViolation, match="needs a token"):
+        check_sandbox_api(Settings(sandbox_api=True))
+    check_sandbox_api(Settings(sandbox_api=True, token=SecretStr("t0ken")))
+    check_sandbox_api(Settings(sandbox_api=True, sandbox_tokens=[SecretStr("t0ken")]))
+
+
+# -- the manager ----------------------------------------------------------------------
+class HeldSandbox:
+    id = "held"
+    alive = True
+
+    async def close(self) -> None:
+        self.alive = False
+
+
+class HeldBackend(SandboxBackend):
+    """Starts wait for `release`; `fail` makes them raise."""
+
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.fail = False
+        self.started: list[HeldSandbox] = []
+
+    async def start(self, spec: SandboxSpec) -> Any:
+        await self.release.wait()
+        if self.fail:
+            raise SandboxStartError("no such luck")
+        self.started.append(HeldSandbox())
+        return self.started[-1]
+
+    async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
+        return []
+
+    async def sweep(self) -> int:
+        return 0
+
+    async def close(self) -> None:
+        pass
+
+
+def spec(manager: SandboxManager) -> SandboxSpec:
+    return SandboxSpec(image="orsbox/base", session_id=manager.new_id())
+
+
+async def test_starting_then_running_then_gone() -> None:
+    backend = HeldBackend()
+    manager = SandboxManager(Settings(setup_wait_s=0.05), backend)
+    box = manager.create("alice", spec(manager), has_network_policy=False)
+    with pytest.raises(ServiceUnavailable) as starting:
+        await manager.running("alice", box.id)
+    assert starting.value.headers["X-Backend-State"] == "starting"
+    backend.release.set()
+    _, sandbox = await manager.running("alice", box.id)
+    assert sandbox is backend.started[0]
+    with pytest.raises(NotFound):
+        await manager.running("bob", box.id)  # another client: as if it did not exist
+    assert await manager.delete(box.id)
+    assert not sandbox.alive
+    with pytest.raises(Gone, match="deleted"):
+        await manager.running("alice", box.id)
+
+
+async def test_a_failed_start_is_410_with_its_reason() -> None:
+    backend = HeldBackend()
+    backend.fail = True
+    backend.release.set()
+    manager = SandboxManager(Settings(), backend)
+    box = manager.create("alice", spec(manager), has_network_policy=False)
+    with pytest.raises(Gone, match="no such luck"):
+        await manager.running("alice", box.id)
+    assert len(manager) == 0
+
+
+async def test_a_dead_sandbox_is_410() -> None:
+    backend = HeldBackend()
+    backend.release.set()
+    manager = SandboxManager(Settings(), backend)
+    box = manager.create("alice", spec(manager), has_network_policy=False)
+    _, sandbox = await manager.running("alice", box.id)
+    sandbox.alive = False  # the container was killed under it
+    with pytest.raises(Gone, match="no longer running"):
+        await manager.running("alice", box.id)
+
+
+async def test_per_client_cap_and_idle_reaping() -> None:
+    backend = HeldBackend()
+    backend.release.set()
+    manager = SandboxManager(Settings(sandbox_max_per_client=1, sandbox_timeout_s=5), backend)
+    box = manager.create("alice", spec(manager), has_network_policy=False)
+    with pytest.raises(Forbidden, match="ORSBOX_SANDBOX_MAX_PER_CLIENT=1"):
+        manager.create("alice", spec(manager), has_network_policy=False)
+    manager.create("bob", spec(manager), has_network_policy=False)  # bob has his own cap
+    await manager.running("alice", box.id)
+    assert manager.idle(box.last_active + 4) == []
+    assert box.id in manager.idle(box.last_active + 6)
+    box.in_flight = 1  # a command running is never idle
+    assert box.id not in manager.idle(box.last_active + 6)
+    await manager.close_all()
+    assert len(manager) == 0
+
+
+# -- loading --------------------------------------------------------------------------
+def test_openreward_classes_load_by_module_and_by_file() -> None:
+    [by_module] = load_environment("tests.envs.openreward_envs:LineCount")
+    assert issubclass(by_module, OpenRewardEnvironment) and by_module.name() == "LineCount"
+    by_file = load_environment("tests/envs/openreward_envs.py")
+    assert [c.name() for c in by_file] == ["LineCount", "Dialogue"]
+    assert by_module.supports_score_group() and not by_file[1].supports_score_group()
