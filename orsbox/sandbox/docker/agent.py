@@ -1,9 +1,11 @@
 """The in-container agent: one process per sandbox that runs every command for the host.
 
-Started once per container over one attached `docker exec` as `python3 -c <loader>`,
-the loader reading this source from stdin (so the image needs python3 >= 3.7 and bash,
-no copied files; see `backend.BOOTSTRAP`). It turns a 54 ms `docker exec` per call into
-a sub-millisecond round trip on a socket that stays open.
+Started as the container's own command, `python3 -c <loader>`, the loader reading this
+agent from stdin (so the image needs python3 >= 3.7 and bash, no copied files; see
+`loader.py`); the host attaches to the container's stdin and stdout before starting it.
+It turns a 54 ms `docker exec` per call into a sub-millisecond round trip on a socket
+that stays open. A sub-agent (`--sub`, to run as another user) is the same loader
+started by `docker exec`.
 Standard library only; single-threaded on purpose: a fork bomb that exhausts the pids
 limit must not stop the agent from sweeping it (a thread is a pid too). One long module
 on purpose too: it travels as one source text.
@@ -23,7 +25,8 @@ The agent sends nothing until the host's `hello`: bytes that arrived while the h
 HTTP client was still reading docker's upgrade response could be lost.
 
 Dead-man's switch: EOF on stdin means the server died or let go of the sandbox; the
-agent then ends PID 1 (tini) so the container exits and `auto_remove` deletes it.
+agent then exits, and so does the container, whose main process it is (tini, PID 1,
+follows its child; the kernel kills what is left), and `auto_remove` deletes it.
 """
 
 import collections
@@ -979,15 +982,10 @@ class Agent:
     # -- the end
 
     def stop(self):
-        """stdin closed: the host is gone. As the dead-man's switch, end PID 1 too."""
-        if not self.dead_man:
-            os._exit(0)
-        log("stdin closed: the server is gone; stopping the container")
-        me = os.getpid()
-        with contextlib.suppress(OSError):
-            os.kill(1, signal.SIGTERM)
-        # PID 1 ignores SIGKILL from inside its namespace; killing its child ends it.
-        kill_sweep(lambda table: [p for p in table if p not in (1, me)])
+        """stdin closed: the host is gone. The main agent is the container's command, so
+        its exit ends the container (the dead-man's switch); a sub-agent just ends."""
+        if self.dead_man:
+            log("stdin closed: the server is gone; stopping the container")
         os._exit(0)
 
 

@@ -1,7 +1,8 @@
 """`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
 
-Start is: create (a missing image answers there, so there is no separate look-up),
-start, attach the agent (one `docker exec` for the sandbox's whole life), say hello. A
+Start is: create (a missing image answers there, so there is no separate look-up), attach
+and start in one go (the agent is the container's own command, see `loader.py`), send
+the agent, say hello: three engine round trips and no `docker exec`. A
 start that fails or is cancelled half-way removes its container before raising, so
 nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
 before the create and filled with the image's content after the hello (`disk.py`).
@@ -25,7 +26,7 @@ import os
 import secrets
 import socket
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
@@ -38,6 +39,7 @@ from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.images import build_hint
+from orsbox.sandbox.docker.loader import agent_argv, agent_payload
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox, check
 
@@ -46,32 +48,6 @@ log = logging.getLogger("orsbox.sandbox.docker")
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
 START_CONCURRENCY = 4  # on 2 cores, more at once only lengthens each start (bench/)
 HEALTH_FRESH_S = 2.0
-
-
-# `python3 -c` gets this loader, which reads the agent's source from stdin (10-digit
-# length, then the source): the image needs no file of ours, and `ps` in the sandbox
-# shows a short command line rather than 30 KB of agent source. It first marks the
-# container as attached (`options.ATTACHED_MARKER`), so it outlives its grace.
-BOOTSTRAP = """import os
-try:
-    open('/dev/shm/.orsbox-attached', 'a').close()
-except OSError:
-    pass
-def r(n):
-    b = b''
-    while len(b) < n:
-        c = os.read(0, n - len(b))
-        if not c:
-            raise SystemExit(1)
-        b += c
-    return b
-exec(compile(r(int(r(10))), 'orsbox-agent', 'exec'))"""
-
-
-@functools.cache
-def agent_payload() -> bytes:
-    source = (Path(__file__).parent / "agent.py").read_bytes()
-    return b"%010d" % len(source) + source
 
 
 def default_server_id() -> str:
@@ -145,14 +121,14 @@ class DockerBackend(SandboxBackend):
         return await self._disk.plan(spec, spec.limits.disk_bytes)
 
     async def _start_created(self, container_id: str, name: str) -> DockerSandbox:
-        await self.engine.start(container_id)
         sandbox: DockerSandbox | None = None
 
         def lost() -> None:
             if sandbox is not None:
                 sandbox.channel_lost()
 
-        channel = await self._open_agent(container_id, name, "", lost)
+        sock = await self.engine.start_attached(container_id)
+        channel = await self._greet(sock, name, lost)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
@@ -165,11 +141,10 @@ class DockerBackend(SandboxBackend):
         log.info("sandbox %s started (%s)", name, container_id[:12])
         return sandbox
 
-    async def _open_agent(
-        self, container_id: str, name: str, user: str, on_lost: Any = None, sub: bool = False
+    async def _greet(
+        self, sock: socket.socket, name: str, on_lost: Callable[[], None] | None = None
     ) -> AgentChannel:
-        argv = ["python3", "-c", BOOTSTRAP, *(["--sub"] if sub else [])]
-        sock = await self.engine.attach_exec(container_id, argv, user)
+        """Send the agent to its loader and wait for its hello."""
         channel = await AgentChannel.connect(sock, name, on_lost)
         try:
             await channel.send_raw(agent_payload())
@@ -185,7 +160,8 @@ class DockerBackend(SandboxBackend):
 
     async def _open_sub_agent(self, container_id: str, name: str, user: str) -> AgentChannel:
         try:
-            return await self._open_agent(container_id, f"{name}[{user}]", user, sub=True)
+            sock = await self.engine.attach_exec(container_id, agent_argv(sub=True), user)
+            return await self._greet(sock, f"{name}[{user}]")
         except ChannelClosed:
             raise SandboxError(f"could not run a command as user {user!r} in {name}") from None
 
