@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import burst, create, flood, idle, protocol, roundtrip, throughput
+from bench import burst, coldstart, create, flood, idle, protocol, roundtrip, throughput
 from bench.harness import Bench, load
 from bench.stats import Row, as_json, table
 
@@ -26,6 +26,7 @@ PARTS = {
     "protocol": protocol,
     "throughput": throughput,
     "create": create,
+    "coldstart": coldstart,
     "burst": burst,
     "idle": idle,
     "flood": flood,

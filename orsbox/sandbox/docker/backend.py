@@ -128,7 +128,7 @@ class DockerBackend(SandboxBackend):
                 sandbox.channel_lost()
 
         sock = await self.engine.start_attached(container_id)
-        channel = await self._greet(sock, name, lost)
+        channel = await self._greet(sock, name, lost, shell=True)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
@@ -142,13 +142,15 @@ class DockerBackend(SandboxBackend):
         return sandbox
 
     async def _greet(
-        self, sock: socket.socket, name: str, on_lost: Callable[[], None] | None = None
+        self, sock: socket.socket, name: str, on_lost: Callable[[], None] | None, *, shell: bool
     ) -> AgentChannel:
-        """Send the agent to its loader and wait for its hello."""
+        """Send the agent to its loader and wait for its hello. With `shell`, the agent
+        starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
         channel = await AgentChannel.connect(sock, name, on_lost)
+        hello = {"op": "hello", "shell": shell}
         try:
             await channel.send_raw(agent_payload())
-            header, _ = await channel.request({"op": "hello"}, timeout_s=AGENT_HELLO_TIMEOUT_S)
+            header, _ = await channel.request(hello, timeout_s=AGENT_HELLO_TIMEOUT_S)
             check(header)
         except TimeoutError:
             channel.close()
@@ -161,7 +163,7 @@ class DockerBackend(SandboxBackend):
     async def _open_sub_agent(self, container_id: str, name: str, user: str) -> AgentChannel:
         try:
             sock = await self.engine.attach_exec(container_id, agent_argv(sub=True), user)
-            return await self._greet(sock, f"{name}[{user}]")
+            return await self._greet(sock, f"{name}[{user}]", None, shell=False)
         except ChannelClosed:
             raise SandboxError(f"could not run a command as user {user!r} in {name}") from None
 
