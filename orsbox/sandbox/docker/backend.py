@@ -7,10 +7,11 @@ start that fails or is cancelled half-way removes its container before raising, 
 nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
 before the create and filled with the image's content after the hello (`disk.py`).
 
-At most `start_concurrency` starts run at once; the rest wait their turn in arrival
-order. A start is mostly engine and kernel work (runc, namespaces, cgroups), so on a
-small machine fifty at once take longer each than fifty queued four at a time, and
-starve the server's event loop and every running sandbox of CPU meanwhile.
+Starts run a bounded number at once; the rest wait their turn in arrival order. A start
+is mostly engine and kernel work (runc, namespaces, cgroups), so on a small machine
+fifty at once take longer each than fifty queued a few at a time, and starve the
+server's event loop and every running sandbox of CPU meanwhile. The bound is measured
+while starts queue (`orsbox.sandbox.start_limit`), unless fixed by `start_concurrency`.
 
 Containers never outlive their server: the agent's dead-man's switch ends the container
 when the server's socket closes (even on SIGKILL), `auto_remove` deletes it, and `sweep`
@@ -42,11 +43,12 @@ from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.loader import agent_argv, agent_payload
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox, check
+from orsbox.sandbox.start_limit import StartLimit
 
 log = logging.getLogger("orsbox.sandbox.docker")
 
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
-START_CONCURRENCY = 4  # on 2 cores, more at once only lengthens each start (bench/)
+START_CONCURRENCY = 4  # where the measured limit begins (`start_limit.py`)
 HEALTH_FRESH_S = 2.0
 
 
@@ -63,23 +65,26 @@ class DockerBackend(SandboxBackend):
         client: docker.DockerClient | None = None,
         *,
         run_options: dict[str, Any] | None = None,
-        start_concurrency: int = START_CONCURRENCY,
+        start_concurrency: int | None = None,
     ) -> None:
         """`run_options` override the container defaults (see `options.py`), e.g.
-        `{"init": False}` or `{"runtime": "runsc"}`. `start_concurrency` bounds how
-        many sandboxes start at once (the module docstring says why)."""
+        `{"init": False}` or `{"runtime": "runsc"}`. `start_concurrency` fixes how many
+        sandboxes start at once; None (the default) starts at `START_CONCURRENCY` and
+        adapts (the module docstring says why)."""
         self.server_id = server_id or default_server_id()
         self.engine = Engine(client)
         self._run_options = dict(run_options or {})
         self._sandboxes: dict[str, DockerSandbox] = {}
-        self._start_slots = anyio.Semaphore(start_concurrency)
+        self.start_limit = StartLimit(
+            start_concurrency or START_CONCURRENCY, fixed=start_concurrency is not None
+        )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
 
     # -- start
 
     async def start(self, spec: SandboxSpec) -> DockerSandbox:
         try:
-            async with self._start_slots:
+            async with self.start_limit.slot():
                 return await self._start(spec)
         except (ImageNotFound, SandboxStartError):
             raise
