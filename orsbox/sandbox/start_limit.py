@@ -9,7 +9,9 @@ starts complete while others queue (only then does the limit bound anything), ra
 the limit by half while each raise brings a clearly faster rate, holds it when the
 rate stays level (on a shared machine a level rate is often a gain lost in noise, and
 bursts finished sooner at higher limits in bench/), and goes back to the limit that
-gave the best rate when the rate clearly falls. A window of about one start per slot is one sample; the window
+gave the best rate when the rate clearly falls. The best rate fades while the rate is
+level, so the limit is probed again now and then within a long burst (the machine's
+other load comes and goes). A window of about one start per slot is one sample; the window
 after a change is skipped, as it still shows the old limit. An idle moment ends the
 measurement; the limit learned so far is where the next burst begins.
 
@@ -20,6 +22,7 @@ limit takes effect as running starts finish.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,7 +30,10 @@ from dataclasses import dataclass
 
 import anyio
 
+log = logging.getLogger("orsbox.sandbox.start_limit")
+
 GAIN = 0.1  # a rate this much above (below) the best counts as better (worse)
+FADE = 0.99  # per level window: the machine's load changes, an old best must not bind
 
 
 @dataclass
@@ -67,6 +73,8 @@ class RateClimber:
             self.limit = min(self.maximum, self.limit + math.ceil(self.limit / 2))
         elif rate < self.best_rate * (1 - GAIN):  # the raise cost: back to the best
             self.limit = max(self.minimum, self.best_limit)
+        else:  # level: the best fades, so a rate that holds up soon earns another raise
+            self.best_rate *= FADE
 
 
 class StartLimit:
@@ -110,4 +118,11 @@ class StartLimit:
             return
         self.climber.completed(self._clock(), self._queued)
         if self.climber.limit != self.limit:
+            log.info(
+                "starts at once: %d -> %d (best rate %.1f/s at %d)",
+                self.limit,
+                self.climber.limit,
+                self.climber.best_rate or 0.0,
+                self.climber.best_limit,
+            )
             self._limiter.total_tokens = self.climber.limit
