@@ -17,7 +17,18 @@ import sys
 import time
 from pathlib import Path
 
-from bench import burst, create, flood, harbor, idle, protocol, roundtrip, swebench, throughput
+from bench import (
+    burst,
+    coldstart,
+    create,
+    flood,
+    harbor,
+    idle,
+    protocol,
+    roundtrip,
+    swebench,
+    throughput,
+)
 from bench.harness import Bench, load
 from bench.stats import Row, as_json, table
 
@@ -27,6 +38,7 @@ PARTS = {
     "throughput": throughput,
     "create": create,
     "harbor": harbor,
+    "coldstart": coldstart,
     "burst": burst,
     "idle": idle,
     "flood": flood,

@@ -1,8 +1,10 @@
-"""A burst of 50 creates at once, each followed by one `echo hi` call: time to that
-call's answer (p50, p95) and failures; meanwhile `/health` is polled every 10 ms and an
-existing session calls `echo hi` back to back (their p99 says whether the server stays
-responsive). Baseline, same run: 50 `docker run` + first `docker exec` at once through
-the docker SDK, with no bound on concurrency."""
+"""Bursts of 50 and of 200 creates at once, each followed by one `echo hi` call: time
+to that call's answer (p50, p95) and failures; meanwhile `/health` is polled every 10 ms
+and an existing session calls `echo hi` back to back (their p99 says whether the server
+stays responsive). Baseline, same run, right after each burst: as many `docker run` +
+first `docker exec` at once through the docker SDK, with no bound on concurrency. The
+server's start limit is its default: measured (`orsbox.sandbox.start_limit`); its
+`max_starting` is at least the burst's size."""
 
 from __future__ import annotations
 
@@ -83,8 +85,17 @@ async def polled(server: servers.BenchServer, existing: Session, work) -> tuple:
 
 
 async def run(bench: Bench) -> list[Row]:
-    n = bench.scale(50, 10)
-    server = bench.start_server("burst", ["Shell"], setup_wait_s=120)
+    out: list[Row] = []
+    for n in (bench.scale(50, 10), bench.scale(200, 20)):
+        out += await one_burst(bench, n)
+    return out
+
+
+async def one_burst(bench: Bench, n: int) -> list[Row]:
+    # max_starting (64 by default; past it /create answers 503 + Retry-After) is raised
+    # to the burst's size: this part measures starts, not a client's retry policy.
+    settings = {"setup_wait_s": 300, "max_starting": max(64, n)}
+    server = bench.start_server(f"burst{n}", ["Shell"], **settings)
     existing = await open_session(server.url, "shell")
     try:
         await existing.bash("echo ready")
@@ -112,7 +123,7 @@ def rows(
     quiet: tuple[dict, dict],
 ) -> list[Row]:
     t, h, c, d = summary(times), summary(health), summary(calls), summary(docker_ms)
-    bench.raw["burst"] = {
+    bench.raw[f"burst{n}"] = {
         "creates": n,
         "create_to_first_call_ms": t,
         "health_ms": h,
@@ -128,8 +139,8 @@ def rows(
             "create -> first call p50 / p95",
             f"{ms(t['p50'])} / {ms(t['p95'])}",
             f"docker run+exec {ms(d['p50'])} / {ms(d['p95'])}",
-            "p95 ≤ 5 s",
-            t["p95"] <= 5000,
+            "p95 ≤ 1.1 x docker's p95",
+            t["p95"] <= 1.1 * d["p95"],
         ),
         Row(part, "failures", f"{failures} of {n}", "", "0", failures == 0),
         Row(

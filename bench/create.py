@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import docker
+
 from bench import servers
 from bench.harness import Bench, open_session
 from bench.stats import Row, ms, summary
@@ -25,12 +27,16 @@ async def create_to_first_call(server: servers.BenchServer) -> float:
 
 
 def pool_full(bench: Bench, server: servers.BenchServer) -> bool:
-    """Every pooled container of the server has its agent attached (a running exec)."""
+    """Every pooled container of the server runs its agent's shell (the agent starts it
+    just after its hello)."""
     pooled = bench.containers(**{"orsbox.server": server.server_id, "orsbox.session": "pool"})
-    if len(pooled) != POOL:
+    if len(pooled) != POOL or any(c.get("State") != "running" for c in pooled):
         return False
-    inspected = [bench.docker.api.inspect_container(c["Id"]) for c in pooled]
-    return all(c.get("ExecIDs") for c in inspected)
+    try:
+        tops = [bench.docker.api.top(c["Id"]) for c in pooled]
+    except docker.errors.NotFound:  # taken by a session between the list and the top
+        return False
+    return all(any("bash --noprofile" in " ".join(p) for p in t["Processes"]) for t in tops)
 
 
 async def wait_pool_full(bench: Bench, server: servers.BenchServer) -> None:

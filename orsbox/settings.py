@@ -72,8 +72,11 @@ class Settings(BaseSettings):
     )
 
     # -- sandbox starts and the warm pool (see orsbox.sandbox.pool) ---------------------
-    sandbox_start_concurrency: int = Field(
-        default=4, gt=0, description="sandboxes starting at once; later starts queue"
+    sandbox_start_concurrency: int | None = Field(
+        default=None,
+        gt=0,
+        description="sandboxes starting at once, later starts queue; unset: measured "
+        "while starts queue, raised while it makes them complete faster",
     )
     warm_pool: int = Field(
         default=0, ge=0, description="started idle sandboxes kept ready per sandbox spec"

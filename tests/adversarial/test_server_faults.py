@@ -7,7 +7,6 @@ in tests/containers/test_container_lifecycle.py (see tests/adversarial/__init__.
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import socket
 import threading
@@ -18,7 +17,6 @@ import httpx
 import pytest
 
 from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.options import ATTACHED_MARKER, container_command
 from tests.adversarial.conftest import HOSTILE_ENVS
 from tests.containers.conftest import labelled, open_episode, start_container_server
 from tests.containers.test_container_lifecycle import wait_until
@@ -56,7 +54,7 @@ def test_sigkill_mid_call_then_a_new_server_sweeps_and_serves(
     assert wait_until(lambda: not labelled(docker_client, **mine), 30)
     assert time.monotonic() - killed_at < 30
 
-    # what a dead server's switch could not remove (say, an agent that never attached)
+    # what a dead server's switch could not remove (say, a container created, never started)
     leftover = docker_client.containers.run(
         base_image, ["sleep", "infinity"], detach=True, labels={**owner, L.SESSION: "x"}
     )
@@ -70,26 +68,3 @@ def test_sigkill_mid_call_then_a_new_server_sweeps_and_serves(
         ep.delete()
     finally:
         again.stop()
-
-
-def test_a_container_no_agent_attached_to_ends_itself(
-    base_image: str, docker_client: docker.DockerClient
-) -> None:
-    """A server killed between starting a container and attaching its agent: the
-    container's own command ends it after the grace (2 s here, 120 s in use), unless an
-    agent attached meanwhile."""
-    labels = {**L.owner_labels("test-grace"), L.SESSION: "grace"}
-    run = {"init": True, "auto_remove": True, "detach": True, "labels": labels}
-    orphan = docker_client.containers.run(base_image, container_command(2), **run)
-    attached = docker_client.containers.run(base_image, container_command(2), **run)
-    try:
-        attached.exec_run(["touch", ATTACHED_MARKER])
-        mine = {"orsbox.server": "test-grace"}
-        assert wait_until(lambda: len(labelled(docker_client, **mine)) == 1, 15)
-        time.sleep(1)  # well past the grace: the attached one stays
-        [left] = labelled(docker_client, **mine)
-        assert left.id == attached.id and left.status == "running"
-    finally:
-        for container in (orphan, attached):
-            with contextlib.suppress(docker.errors.NotFound):
-                container.remove(force=True)

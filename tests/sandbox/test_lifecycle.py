@@ -110,16 +110,82 @@ async def test_container_dies_with_its_server(
         assert container_id, "the owner process did not start a sandbox"
         owner.send_signal(signal.SIGKILL)
         owner.wait()
-        start = time.monotonic()
-        while time.monotonic() - start < 30:
-            if not docker_client.containers.list(all=True, filters={"id": container_id}):
-                break
-            await anyio.sleep(0.2)
-        else:
-            pytest.fail("the container outlived its server by 30 s")
+        with anyio.fail_after(10):  # the attach's end is the agent's stdin EOF
+            while container_status(docker_client, container_id) != "gone":
+                await anyio.sleep(0.05)
     finally:
         owner.kill()
         owner.wait()
+
+
+HALF_STARTED_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from orsbox.sandbox import SandboxSpec
+    from orsbox.sandbox.docker import DockerBackend
+    from orsbox.sandbox.docker import labels as L
+    from orsbox.sandbox.docker.options import container_name, container_options
+
+    async def main():
+        backend = DockerBackend()
+        name = container_name("half")
+        labels = L.sandbox_labels(backend.server_id, "half", {})
+        spec = SandboxSpec(image=sys.argv[1], session_id="half")
+        container_id = await backend.engine.create(container_options(spec, name, labels, {}))
+        if sys.argv[2] == "started":  # attached and started; the agent never sent
+            sock = await backend.engine.start_attached(container_id)
+        print(container_id, flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+def container_status(docker_client: docker.DockerClient, container_id: str) -> str:
+    found = docker_client.api.containers(all=True, filters={"id": container_id})
+    return found[0]["State"] if found else "gone"
+
+
+async def run_killed_owner(script: str, *args: str) -> str:
+    """Run `script` in a server-like process until it prints a container id, then
+    SIGKILL it; return the id."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    try:
+        line = await anyio.to_thread.run_sync(owner.stdout.readline)  # type: ignore[union-attr]
+        assert line.strip(), "the owner process did not print a container id"
+        return line.decode().strip()
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+async def test_a_server_killed_after_start_before_the_agent_arrived_leaves_nothing(
+    base_image: str, docker_client: docker.DockerClient
+) -> None:
+    """The loader reads EOF where the agent should come: it exits, the container too."""
+    container_id = await run_killed_owner(HALF_STARTED_SCRIPT, base_image, "started")
+    with anyio.fail_after(10):
+        while container_status(docker_client, container_id) != "gone":
+            await anyio.sleep(0.05)
+
+
+async def test_a_server_killed_before_start_leaves_an_inert_container_the_sweep_removes(
+    backend: DockerBackend, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    container_id = await run_killed_owner(HALF_STARTED_SCRIPT, base_image, "created")
+    try:
+        assert container_status(docker_client, container_id) == "created"  # runs nothing
+        assert await backend.sweep() >= 1
+        assert container_status(docker_client, container_id) == "gone"
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_client.api.remove_container(container_id, force=True)
 
 
 def dead_pid() -> int:

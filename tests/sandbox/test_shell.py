@@ -52,8 +52,9 @@ async def test_background_jobs_return_at_once(sandbox: DockerSandbox) -> None:
     result = await sandbox.shell("sleep 100 & nohup sleep 101 >/dev/null 2>&1 & echo started")
     assert time.monotonic() - start < 1.0
     assert result.output == "started\n"
-    ps = await processes(sandbox)
-    assert "sleep 100" in ps and "sleep 101" in ps
+    with anyio.fail_after(10):  # a job forked may not have run `sleep` yet
+        while not ("sleep 100" in (ps := await processes(sandbox)) and "sleep 101" in ps):
+            await anyio.sleep(0.05)
 
 
 async def test_timeout_kills_everything_the_command_started(sandbox: DockerSandbox) -> None:

@@ -9,12 +9,8 @@ from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.agent import Capture
 from orsbox.sandbox.docker.channel import FrameReader, encode_frame
-from orsbox.sandbox.docker.options import (
-    ATTACHED_MARKER,
-    container_command,
-    container_name,
-    container_options,
-)
+from orsbox.sandbox.docker.loader import agent_argv
+from orsbox.sandbox.docker.options import container_name, container_options
 
 
 def test_capture_keeps_head_and_tail_within_the_cap() -> None:
@@ -81,9 +77,10 @@ def test_container_defaults_and_overrides() -> None:
     assert options["security_opt"] == ["no-new-privileges"] and options["auto_remove"]
     assert options["init"] is False and "user" not in options
     assert "privileged" not in options and "mounts" not in options
-    # sleeps forever once the agent has attached; ends by itself if it never does
-    assert options["command"] == container_command()
-    assert "sleep infinity" in options["command"][-1] and ATTACHED_MARKER in options["command"][-1]
+    # the agent is the command, stdin open once: the attach's end is the container's
+    assert options["command"] == agent_argv() and "--sub" not in options["command"]
+    assert options["stdin_open"] is True and options["detach"] is False
+    assert options["log_config"]["type"] == "none"
 
 
 def test_what_only_an_operator_allows_reaches_the_container_options() -> None:

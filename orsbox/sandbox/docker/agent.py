@@ -1,9 +1,11 @@
 """The in-container agent: one process per sandbox that runs every command for the host.
 
-Started once per container over one attached `docker exec` as `python3 -c <loader>`,
-the loader reading this source from stdin (so the image needs python3 >= 3.7 and bash,
-no copied files; see `backend.BOOTSTRAP`). It turns a 54 ms `docker exec` per call into
-a sub-millisecond round trip on a socket that stays open.
+Started as the container's own command, `python3 -c <loader>`, the loader reading this
+agent from stdin (so the image needs python3 >= 3.7 and bash, no copied files; see
+`loader.py`); the host attaches to the container's stdin and stdout before starting it.
+It turns a 54 ms `docker exec` per call into a sub-millisecond round trip on a socket
+that stays open. A sub-agent (`--sub`, to run as another user) is the same loader
+started by `docker exec`.
 Standard library only; single-threaded on purpose: a fork bomb that exhausts the pids
 limit must not stop the agent from sweeping it (a thread is a pid too). One long module
 on purpose too: it travels as one source text.
@@ -13,7 +15,8 @@ carries nothing else, diagnostics go to stderr):
 
     >II  header length, payload length | header: JSON object | payload: raw bytes
 
-Requests carry an integer `id` and an `op`: hello, shell, restart, killall, exec, read,
+Requests carry an integer `id` and an `op`: hello (with `"shell": true`, the persistent
+shell is started just after the reply), shell, restart, killall, exec, read,
 write, untar. Each gets exactly one reply with the same `id`: `{"ok": true, ...}` or
 `{"ok": false, "error": "...", "kind": "file" | "bad"}`. Command output, file contents,
 stdin and written data travel as the payload, never as JSON text, so binary data and
@@ -23,7 +26,8 @@ The agent sends nothing until the host's `hello`: bytes that arrived while the h
 HTTP client was still reading docker's upgrade response could be lost.
 
 Dead-man's switch: EOF on stdin means the server died or let go of the sandbox; the
-agent then ends PID 1 (tini) so the container exits and `auto_remove` deletes it.
+agent then exits, and so does the container, whose main process it is (tini, PID 1,
+follows its child; the kernel kills what is left), and `auto_remove` deletes it.
 """
 
 import collections
@@ -38,7 +42,6 @@ import stat
 import struct
 import subprocess
 import sys
-import tarfile
 import time
 
 HEAD = struct.Struct(">II")
@@ -802,6 +805,8 @@ def write_file(path, data, mode):
 
 
 def untar(dest, data):
+    import tarfile  # here, not at the top: a fifth of the agent's start, for a rare op
+
     try:
         os.makedirs(dest, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -877,6 +882,8 @@ class Agent:
         if op == "hello":
             info = {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom": self.oom_supported}
             self.reply(rid, info)
+            if req.get("shell") and self.shell.proc is None:
+                self.shell.start()  # while the host passes the sandbox on: its first call is soon
         elif op == "shell":
             # Queued, not refused: a host that gave up waiting may send the next command
             # while the previous one still runs to its own timeout.
@@ -979,15 +986,10 @@ class Agent:
     # -- the end
 
     def stop(self):
-        """stdin closed: the host is gone. As the dead-man's switch, end PID 1 too."""
-        if not self.dead_man:
-            os._exit(0)
-        log("stdin closed: the server is gone; stopping the container")
-        me = os.getpid()
-        with contextlib.suppress(OSError):
-            os.kill(1, signal.SIGTERM)
-        # PID 1 ignores SIGKILL from inside its namespace; killing its child ends it.
-        kill_sweep(lambda table: [p for p in table if p not in (1, me)])
+        """stdin closed: the host is gone. The main agent is the container's command, so
+        its exit ends the container (the dead-man's switch); a sub-agent just ends."""
+        if self.dead_man:
+            log("stdin closed: the server is gone; stopping the container")
         os._exit(0)
 
 

@@ -1,15 +1,17 @@
 """`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
 
-Start is: create (a missing image answers there, so there is no separate look-up),
-start, attach the agent (one `docker exec` for the sandbox's whole life), say hello. A
+Start is: create (a missing image answers there, so there is no separate look-up), attach
+and start in one go (the agent is the container's own command, see `loader.py`), send
+the agent, say hello: three engine round trips and no `docker exec`. A
 start that fails or is cancelled half-way removes its container before raising, so
 nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
 before the create and filled with the image's content after the hello (`disk.py`).
 
-At most `start_concurrency` starts run at once; the rest wait their turn in arrival
-order. A start is mostly engine and kernel work (runc, namespaces, cgroups), so on a
-small machine fifty at once take longer each than fifty queued four at a time, and
-starve the server's event loop and every running sandbox of CPU meanwhile.
+Starts run a bounded number at once; the rest wait their turn in arrival order. A start
+is mostly engine and kernel work (runc, namespaces, cgroups), so on a small machine
+fifty at once take longer each than fifty queued a few at a time, and starve the
+server's event loop and every running sandbox of CPU meanwhile. The bound is measured
+while starts queue (`orsbox.sandbox.start_limit`), unless fixed by `start_concurrency`.
 
 Containers never outlive their server: the agent's dead-man's switch ends the container
 when the server's socket closes (even on SIGKILL), `auto_remove` deletes it, and `sweep`
@@ -25,7 +27,7 @@ import os
 import secrets
 import socket
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
@@ -38,40 +40,16 @@ from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.images import build_hint
+from orsbox.sandbox.docker.loader import agent_argv, agent_payload
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox, check
+from orsbox.sandbox.start_limit import StartLimit
 
 log = logging.getLogger("orsbox.sandbox.docker")
 
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
-START_CONCURRENCY = 4  # on 2 cores, more at once only lengthens each start (bench/)
+START_CONCURRENCY = 8  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
-
-
-# `python3 -c` gets this loader, which reads the agent's source from stdin (10-digit
-# length, then the source): the image needs no file of ours, and `ps` in the sandbox
-# shows a short command line rather than 30 KB of agent source. It first marks the
-# container as attached (`options.ATTACHED_MARKER`), so it outlives its grace.
-BOOTSTRAP = """import os
-try:
-    open('/dev/shm/.orsbox-attached', 'a').close()
-except OSError:
-    pass
-def r(n):
-    b = b''
-    while len(b) < n:
-        c = os.read(0, n - len(b))
-        if not c:
-            raise SystemExit(1)
-        b += c
-    return b
-exec(compile(r(int(r(10))), 'orsbox-agent', 'exec'))"""
-
-
-@functools.cache
-def agent_payload() -> bytes:
-    source = (Path(__file__).parent / "agent.py").read_bytes()
-    return b"%010d" % len(source) + source
 
 
 def default_server_id() -> str:
@@ -87,23 +65,26 @@ class DockerBackend(SandboxBackend):
         client: docker.DockerClient | None = None,
         *,
         run_options: dict[str, Any] | None = None,
-        start_concurrency: int = START_CONCURRENCY,
+        start_concurrency: int | None = None,
     ) -> None:
         """`run_options` override the container defaults (see `options.py`), e.g.
-        `{"init": False}` or `{"runtime": "runsc"}`. `start_concurrency` bounds how
-        many sandboxes start at once (the module docstring says why)."""
+        `{"init": False}` or `{"runtime": "runsc"}`. `start_concurrency` fixes how many
+        sandboxes start at once; None (the default) starts at `START_CONCURRENCY` and
+        adapts (the module docstring says why)."""
         self.server_id = server_id or default_server_id()
         self.engine = Engine(client)
         self._run_options = dict(run_options or {})
         self._sandboxes: dict[str, DockerSandbox] = {}
-        self._start_slots = anyio.Semaphore(start_concurrency)
+        self.start_limit = StartLimit(
+            start_concurrency or START_CONCURRENCY, fixed=start_concurrency is not None
+        )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
 
     # -- start
 
     async def start(self, spec: SandboxSpec) -> DockerSandbox:
         try:
-            async with self._start_slots:
+            async with self.start_limit.slot():
                 return await self._start(spec)
         except (ImageNotFound, SandboxStartError):
             raise
@@ -145,14 +126,14 @@ class DockerBackend(SandboxBackend):
         return await self._disk.plan(spec, spec.limits.disk_bytes)
 
     async def _start_created(self, container_id: str, name: str) -> DockerSandbox:
-        await self.engine.start(container_id)
         sandbox: DockerSandbox | None = None
 
         def lost() -> None:
             if sandbox is not None:
                 sandbox.channel_lost()
 
-        channel = await self._open_agent(container_id, name, "", lost)
+        sock = await self.engine.start_attached(container_id)
+        channel = await self._greet(sock, name, lost, shell=True)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
@@ -165,15 +146,16 @@ class DockerBackend(SandboxBackend):
         log.info("sandbox %s started (%s)", name, container_id[:12])
         return sandbox
 
-    async def _open_agent(
-        self, container_id: str, name: str, user: str, on_lost: Any = None, sub: bool = False
+    async def _greet(
+        self, sock: socket.socket, name: str, on_lost: Callable[[], None] | None, *, shell: bool
     ) -> AgentChannel:
-        argv = ["python3", "-c", BOOTSTRAP, *(["--sub"] if sub else [])]
-        sock = await self.engine.attach_exec(container_id, argv, user)
+        """Send the agent to its loader and wait for its hello. With `shell`, the agent
+        starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
         channel = await AgentChannel.connect(sock, name, on_lost)
+        hello = {"op": "hello", "shell": shell}
         try:
             await channel.send_raw(agent_payload())
-            header, _ = await channel.request({"op": "hello"}, timeout_s=AGENT_HELLO_TIMEOUT_S)
+            header, _ = await channel.request(hello, timeout_s=AGENT_HELLO_TIMEOUT_S)
             check(header)
         except TimeoutError:
             channel.close()
@@ -185,7 +167,8 @@ class DockerBackend(SandboxBackend):
 
     async def _open_sub_agent(self, container_id: str, name: str, user: str) -> AgentChannel:
         try:
-            return await self._open_agent(container_id, f"{name}[{user}]", user, sub=True)
+            sock = await self.engine.attach_exec(container_id, agent_argv(sub=True), user)
+            return await self._greet(sock, f"{name}[{user}]", None, shell=False)
         except ChannelClosed:
             raise SandboxError(f"could not run a command as user {user!r} in {name}") from None
 

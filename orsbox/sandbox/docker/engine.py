@@ -229,6 +229,23 @@ class Engine:
             time.sleep(0.05)
         raise SandboxError(f"container {container_id[:12]} is still being removed")
 
+    async def start_attached(self, container_id: str) -> socket.socket:
+        """Attach to the created container's stdin, stdout and stderr, then start it;
+        return the attach's raw socket. Attached first, so no byte the command writes is
+        missed, and both in one worker thread: a start is the hot path of a session."""
+        return await self.run("start container", self._start_attached, container_id)
+
+    def _start_attached(self, container_id: str) -> socket.socket:
+        api = self.client.api
+        streams = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        sock = own_socket(api.attach_socket(container_id, params=streams))
+        try:
+            api.start(container_id)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
     async def attach_exec(self, container_id: str, argv: list[str], user: str) -> socket.socket:
         """Start `argv` as an attached exec (stdin open, no tty); return its raw socket."""
         return await self.run("start the sandbox agent", self._attach, container_id, argv, user)
@@ -236,17 +253,21 @@ class Engine:
     def _attach(self, container_id: str, argv: list[str], user: str) -> socket.socket:
         api = self.client.api
         exec_id = api.exec_create(container_id, argv, stdin=True, tty=False, user=user)["Id"]
-        raw = api.exec_start(exec_id, socket=True, tty=False)
-        sock = getattr(raw, "_sock", raw)
-        if not isinstance(sock, socket.socket):
-            raise SandboxError(f"unsupported docker transport for attach: {type(raw).__name__}")
-        # Our own descriptor, so closing the SDK's response objects cannot close ours.
-        mine = sock.dup()
-        with contextlib.suppress(Exception):
-            raw.close()
-            sock.close()
-        return mine
+        return own_socket(api.exec_start(exec_id, socket=True, tty=False))
 
     def close(self) -> None:
         if self._owns_client and self._client is not None:
             self._client.close()
+
+
+def own_socket(raw: Any) -> socket.socket:
+    """The socket under a hijacked docker response, as a descriptor of our own, so
+    closing the SDK's response objects (done here) cannot close ours."""
+    sock = getattr(raw, "_sock", raw)
+    if not isinstance(sock, socket.socket):
+        raise SandboxError(f"unsupported docker transport for attach: {type(raw).__name__}")
+    mine = sock.dup()
+    with contextlib.suppress(Exception):
+        raw.close()
+        sock.close()
+    return mine

@@ -1,11 +1,14 @@
 """How a `SandboxSpec` becomes `docker create` options.
 
 Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides any key.
-  - `sleep infinity` (after a grace for the agent to attach: `container_command`)
-    under `init=True` (tini reaps zombies, and forwards the SIGTERM the
-    agent's dead-man's switch sends to PID 1, so the container can end itself; with
-    `init=False` the command must handle SIGTERM itself, as the kernel drops signals
-    sent from inside the container to a PID 1 without a handler);
+  - the agent's loader as the command (`loader.py`), attached before start with stdin
+    open once (`StdinOnce`): when the server's attach connection closes, whatever the
+    reason (SIGKILL included), the agent reads EOF and exits, and with it the container
+    (its dead-man's switch). A container created but never started runs nothing; the
+    next server's sweep removes it by its dead owner's labels;
+  - under `init=True` (tini reaps zombies, and ends the container's last processes
+    when the agent, its child, exits; with `init=False` the agent is PID 1 itself);
+  - no log driver: the agent's stdout is the channel to the server, not a log;
   - `auto_remove`: a container that exits disappears, whoever stopped it;
   - no network unless asked (only a loopback interface), memory limit without swap,
     cpu and pids limits, every capability dropped, no privilege gain through setuid;
@@ -23,20 +26,10 @@ from typing import Any
 from docker.types import Mount
 
 from orsbox.sandbox.base import HostMount, SandboxSpec
+from orsbox.sandbox.docker.loader import agent_argv
 
-ATTACH_GRACE_S = 120  # a start takes seconds, even in a burst (hello timeout: 30 s)
-ATTACHED_MARKER = "/dev/shm/.orsbox-attached"  # written by the agent's loader
-
-
-def container_command(grace_s: float = ATTACH_GRACE_S) -> list[str]:
-    """Sleep forever, but end unless an agent attached within `grace_s`: a server
-    killed between starting a container and attaching its agent leaves nothing behind
-    (the agent's dead-man's switch covers every later moment)."""
-    script = f"sleep {grace_s:g}; [ -e {ATTACHED_MARKER} ] || exit 0; exec sleep infinity"
-    return ["sh", "-c", script]
-
-
-DEFAULT_COMMAND = container_command()
+AGENT_COMMAND = agent_argv()
+NO_LOGS = {"type": "none", "config": {}}
 
 
 def container_name(session_id: str) -> str:
@@ -69,11 +62,13 @@ def container_options(
     limits = spec.limits
     options: dict[str, Any] = {
         "image": spec.image,
-        "command": DEFAULT_COMMAND,
+        "command": AGENT_COMMAND,
         "name": name,
         "init": True,
         "auto_remove": True,
-        "detach": True,
+        "stdin_open": True,
+        "detach": False,  # with stdin_open: StdinOnce, the dead-man's switch
+        "log_config": NO_LOGS,
         "labels": labels,
         "network_mode": network_mode(limits.network),
         "mem_limit": limits.memory_bytes,

@@ -1,0 +1,60 @@
+"""How the agent gets into a container: a short loader as `python3 -c`, the agent on stdin.
+
+The image needs no file of ours, and `ps` in the sandbox shows a short command line
+rather than 30 KB of agent source. The main agent is the container's own command (under
+`init`), so a sandbox costs no `docker exec` to start; a sub-agent (`exec(user=...)`) is
+the same loader started by `docker exec`.
+
+What the host sends first, before any agent frame: two 10-digit lengths, then the agent
+compiled by the host's python (marshal, behind its 4-byte magic number), then the agent's
+source. A container whose python has the same magic number runs the compiled code and
+skips compiling 1000 lines, a good part of a cold start; any other python compiles the
+source. The magic number changes with every change of the bytecode format, so equal
+magic means the code object loads as compiled.
+
+`-I` ignores the image's `PYTHON*` variables (a `PYTHONPATH` must not shadow a module
+the agent imports); `-S` skips `site`, which the agent, using only the standard
+library, does not need and which costs a few milliseconds per start.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import marshal
+from pathlib import Path
+
+AGENT_NAME = "orsbox-agent"  # the code's file name in tracebacks; `ps` shows it too
+
+LOADER = f"""import os
+def r(n):
+    b = b''
+    while len(b) < n:
+        c = os.read(0, n - len(b))
+        if not c:
+            raise SystemExit(1)
+        b += c
+    return b
+n, m = int(r(10)), int(r(10))
+c, s = r(n), r(m)
+try:
+    import marshal
+    from _frozen_importlib_external import MAGIC_NUMBER
+    c = marshal.loads(c[4:]) if c[:4] == MAGIC_NUMBER else None
+except Exception:
+    c = None
+exec(c or compile(s, '{AGENT_NAME}', 'exec'))"""
+
+
+def agent_argv(sub: bool = False) -> list[str]:
+    """The command that starts an agent: the container's own (`sub=False`, the agent
+    whose stdin EOF ends the container) or a `docker exec` one as another user."""
+    return ["python3", "-I", "-S", "-c", LOADER, *(["--sub"] if sub else [])]
+
+
+@functools.cache
+def agent_payload() -> bytes:
+    """What the loader reads from stdin (see the module docstring)."""
+    source = (Path(__file__).parent / "agent.py").read_bytes()
+    code = importlib.util.MAGIC_NUMBER + marshal.dumps(compile(source, AGENT_NAME, "exec"))
+    return b"%010d%010d" % (len(code), len(source)) + code + source
