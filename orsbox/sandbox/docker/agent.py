@@ -930,8 +930,14 @@ class Agent:
             keep.add(pid)
             pid = table[pid][0]
 
+        def ours(entry):
+            # Started after the agent; in the agent's own clock tick only if not a child
+            # of PID 1, as a container command started just before the agent may be.
+            ppid, _, started, _ = entry
+            return started > born or (started == born and ppid != 1)
+
         def victims(table):
-            return [p for p in table if p not in keep and table[p][0] != 0 and table[p][2] >= born]
+            return [p for p in table if p not in keep and table[p][0] != 0 and ours(table[p])]
 
         killed = set()
         kill_sweep(victims, killed)
