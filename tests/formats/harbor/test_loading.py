@@ -324,3 +324,26 @@ def test_a_task_spec_names_a_task_of_the_dataset(tmp_path: Path) -> None:
     assert env_cls(task_spec={"name": "only"}).get_prompt()[0].text.startswith("Write")
     with pytest.raises(ValueError, match="has no task named 'other'"):
         env_cls(task_spec={"name": "other"})
+
+
+def test_the_check_table_lists_refused_tasks_and_failures(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from orsbox.authoring.grader import Grade
+    from orsbox.cli.check import _table
+    from orsbox.formats.harbor.oracle import TaskCheck
+
+    harbor_task(tmp_path / "good", CHECK_OUT)
+    (harbor_task(tmp_path / "bad", CHECK_OUT) / "task.toml").write_text("[environment]\ngpus = 2\n")
+    env_cls = dataset_class(tmp_path)
+    checks = [
+        TaskCheck("good", Grade(1.0, ""), Grade(1.0, ""), 2.5),
+        TaskCheck("also", None, None, 0.1, "SetupFailed: its image did not build"),
+    ]
+    assert not checks[0].passed and TaskCheck("x", Grade(1.0, ""), Grade(0.0, ""), 1).passed
+    console = Console(record=True, width=200)
+    console.print(_table(env_cls, checks))
+    text = console.export_text()
+    assert "an untouched sandbox does not score 0.0" in text
+    assert "SetupFailed: its image did not build" in text
+    assert "REFUSED task bad:" in text and "environment.gpus" in text
