@@ -18,6 +18,7 @@ locally in the official layout and removed afterwards.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import tempfile
 import time
@@ -134,6 +135,7 @@ async def run(bench: Bench) -> list[Row]:
         await bench.stop(server)
         await bench.stop(plain)
         await asyncio.to_thread(images.remove_all, tags)
+        shutil.rmtree(folder, ignore_errors=True)
     stats = {"create": summary(created), "docker_run": summary(baseline)}
     stats["plain_create"] = summary(plain_created)
     stats["grading_overhead"] = summary(overhead)

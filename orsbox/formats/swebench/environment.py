@@ -9,7 +9,6 @@ directory where the family says so); `submit` grades it as the official harness 
 
 from __future__ import annotations
 
-import logging
 from typing import Any, ClassVar
 
 import anyio
@@ -24,8 +23,6 @@ from orsbox.formats.swebench import grading, images
 from orsbox.formats.swebench.families import Instance
 from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
 from orsbox.sandbox.base import SandboxLimits, SandboxSpec
-
-log = logging.getLogger("orsbox.formats.swebench")
 
 DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
 DEFAULT_LIMITS = SandboxLimits(memory_bytes=4 * 1024**3, cpus=1.0, pids=2048)

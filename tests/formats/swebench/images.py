@@ -72,8 +72,11 @@ def build_all() -> list[str]:
 
 
 def remove_all(tags: list[str]) -> None:
+    """Remove the tags, then the untagged layers our builds left (only ours: by label)."""
     for tag in reversed(tags):
         subprocess.run(["docker", "rmi", tag], capture_output=True, timeout=120)
+    prune = ["docker", "image", "prune", "-f", "--filter", f"label={LABEL}"]
+    subprocess.run(prune, capture_output=True, timeout=300)
 
 
 @cache
