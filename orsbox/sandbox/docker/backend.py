@@ -48,7 +48,7 @@ from orsbox.sandbox.start_limit import StartLimit
 log = logging.getLogger("orsbox.sandbox.docker")
 
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
-START_CONCURRENCY = 8  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
+START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
 
 
