@@ -151,7 +151,11 @@ class DockerBackend(SandboxBackend):
     ) -> AgentChannel:
         """Send the agent to its loader and wait for its hello. With `shell`, the agent
         starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
-        channel = await AgentChannel.connect(sock, name, on_lost)
+        try:
+            channel = await AgentChannel.connect(sock, name, on_lost)
+        except BaseException:
+            sock.close()
+            raise
         hello = {"op": "hello", "shell": shell}
         try:
             await channel.send_raw(agent_payload())
