@@ -6,6 +6,7 @@ import time
 import tracemalloc
 
 import anyio
+import docker
 import pytest
 
 from orsbox.sandbox import SandboxLimits, SandboxSpec
@@ -265,3 +266,26 @@ async def test_memory_bomb_is_reported_and_the_sandbox_survives(
     assert "killed: out of memory" in result.output
     assert (await sandbox.shell("echo ok")).output == "ok\n"
     assert sandbox.alive
+
+
+async def test_the_agent_is_the_containers_command_and_kill_processes_spares_it(
+    sandbox: DockerSandbox, docker_client: docker.DockerClient
+) -> None:
+    """The agent runs as init's child, not as a `docker exec`; killing every process
+    the sandbox's user started spares init, the agent and what was entered from
+    outside (an operator's `docker exec`, parent pid 0)."""
+    container = docker_client.containers.get(sandbox.id)
+    assert not container.attrs.get("ExecIDs")  # no exec was needed to start it
+    await anyio.to_thread.run_sync(lambda: container.exec_run(["sleep", "291"], detach=True))
+    with anyio.fail_after(10):
+        while "sleep 291" not in await processes(sandbox):
+            await anyio.sleep(0.02)
+    table = await processes(sandbox)
+    agent = [line.split() for line in table.splitlines() if "orsbox-agent" in line]
+    assert any(fields[1] == "1" and fields[0] != "1" for fields in agent), table
+    await sandbox.shell("sleep 292 &")
+    await sandbox.kill_processes()
+    after = await processes(sandbox)
+    assert "sleep 291" in after and "sleep 292" not in after, after
+    assert "docker-init" in after and "orsbox-agent" in after
+    assert (await sandbox.shell("echo ok")).output == "ok\n"

@@ -26,8 +26,8 @@ The agent sends nothing until the host's `hello`: bytes that arrived while the h
 HTTP client was still reading docker's upgrade response could be lost.
 
 Dead-man's switch: EOF on stdin means the server died or let go of the sandbox; the
-agent then exits, and so does the container, whose main process it is (tini, PID 1,
-follows its child; the kernel kills what is left), and `auto_remove` deletes it.
+agent then ends the container, whose command it is (`Agent.stop`), and `auto_remove`
+deletes it.
 """
 
 import collections
@@ -992,10 +992,19 @@ class Agent:
     # -- the end
 
     def stop(self):
-        """stdin closed: the host is gone. The main agent is the container's command, so
-        its exit ends the container (the dead-man's switch); a sub-agent just ends."""
-        if self.dead_man:
-            log("stdin closed: the server is gone; stopping the container")
+        """stdin closed: the host is gone. As the dead-man's switch, end the container.
+        The agent is its command, so its exit alone would do under init; but an image's
+        entrypoint may run the command as a child and outlive it, so PID 1 is told too
+        and every other process is killed (the agent may die of the SIGTERM on the way,
+        which ends the container all the same)."""
+        if not self.dead_man:
+            os._exit(0)
+        log("stdin closed: the server is gone; stopping the container")
+        me = os.getpid()
+        with contextlib.suppress(OSError):
+            os.kill(1, signal.SIGTERM)
+        # PID 1 ignores SIGKILL from inside its namespace; killing its child ends it.
+        kill_sweep(lambda table: [p for p in table if p not in (1, me)])
         os._exit(0)
 
 

@@ -48,7 +48,7 @@ from orsbox.sandbox.start_limit import StartLimit
 log = logging.getLogger("orsbox.sandbox.docker")
 
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
-START_CONCURRENCY = 8  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
+START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
 
 
@@ -151,7 +151,11 @@ class DockerBackend(SandboxBackend):
     ) -> AgentChannel:
         """Send the agent to its loader and wait for its hello. With `shell`, the agent
         starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
-        channel = await AgentChannel.connect(sock, name, on_lost)
+        try:
+            channel = await AgentChannel.connect(sock, name, on_lost)
+        except BaseException:
+            sock.close()
+            raise
         hello = {"op": "hello", "shell": shell}
         try:
             await channel.send_raw(agent_payload())

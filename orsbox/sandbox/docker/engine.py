@@ -177,9 +177,6 @@ class Engine:
 
         return await self.run(f"read {path} from container", read)
 
-    async def start(self, container_id: str) -> None:
-        await self.run("start container", self.client.api.start, container_id)
-
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
 
