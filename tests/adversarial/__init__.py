@@ -52,7 +52,11 @@ ITEMS: dict[str, list[str]] = {
     "kill -9 of the server with live sessions, then restart": [
         "tests/adversarial/test_server_faults.py::test_sigkill_mid_call_then_a_new_server_sweeps_and_serves",
         "tests/containers/test_container_lifecycle.py::test_sigkill_leaves_nothing_and_a_new_server_sweeps",
-        "tests/adversarial/test_server_faults.py::test_a_container_no_agent_attached_to_ends_itself",
+        "tests/sandbox/test_lifecycle.py::test_container_dies_with_its_server",
+        "tests/sandbox/test_lifecycle.py::"
+        "test_a_server_killed_after_start_before_the_agent_arrived_leaves_nothing",
+        "tests/sandbox/test_lifecycle.py::"
+        "test_a_server_killed_before_start_leaves_an_inert_container_the_sweep_removes",
     ],
     "docker kill of a session container": [
         "tests/containers/test_container_lifecycle.py::test_docker_kill_is_a_terminal_error",
