@@ -262,9 +262,10 @@ END = ">>>>> End Test Output"
 def _test_cmd(row: Row, options: FormatOptions, from_specs: str | None) -> str:
     command = row.data.get("test_cmd") or from_specs or options.test_cmd
     if not command:
+        repo, version = row.data.get("repo"), row.data.get("version")
         raise row.error(
-            "no test command for this row: swebench 5 has no per-repo spec tables, so "
-            "give one with --test-cmd (or a test_cmd column), or install swebench<5"
+            f"no test command for this row: SWE-bench 4's spec tables have none for "
+            f"{repo} version {version}; give one with --test-cmd (or a test_cmd column)"
         )
     return str(command)
 

@@ -4,13 +4,14 @@ script record the test command's exit status) and its resolution rule.
 
 Importing `swebench.harness` takes 2-10 s (it pulls in `datasets`), so it happens once,
 at load, never while an episode is graded. swebench 5 dropped the per-repo, per-version
-spec tables of swebench 4; when a swebench 4 is installed instead, `v4_specs` finds its
-table there (the resolution rule then is swebench 4's, without v5's exit-code check).
+spec tables that SWE-bench 4 rows are graded with; orsbox ships those of swebench 4.1.0
+(`specs_v4.json`) and `v4_specs` reads them.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,13 +70,23 @@ def fail_only_repos() -> set[str]:
     return set(getattr(_module("swebench.harness.constants"), "FAIL_ONLY_REPOS", set()))
 
 
+SPECS_V4 = Path(__file__).with_name("specs_v4.json")
+
+
+@functools.cache
+def shipped_v4_specs() -> dict[str, dict[str, dict[str, Any]]]:
+    """swebench 4.1.0's spec tables as orsbox ships them (`specs_v4.json`, made by
+    scripts/extract-swebench4-specs.py; its `origin` says where from): swebench 5 no
+    longer has them, and the two cannot be installed together."""
+    return json.loads(SPECS_V4.read_text())["specs"]  # type: ignore[no-any-return]
+
+
 def v4_specs(repo: str, version: str) -> dict[str, Any] | None:
-    """swebench 4's spec (test_cmd, install, eval_commands) for `repo` at `version`, when
-    a swebench with those tables is installed; None otherwise."""
+    """SWE-bench 4's spec (test_cmd, eval_commands, install) for `repo` at `version`:
+    the installed swebench's table when it has one, else the shipped copy of 4.1.0's;
+    None for a repository or version neither knows."""
     constants = _module("swebench.harness.constants")
-    table = getattr(constants, "MAP_REPO_VERSION_TO_SPECS", None)
-    if not table:
-        return None
+    table = getattr(constants, "MAP_REPO_VERSION_TO_SPECS", None) or shipped_v4_specs()
     spec = table.get(repo, {}).get(version)
     return dict(spec) if spec else None
 

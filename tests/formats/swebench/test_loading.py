@@ -154,12 +154,6 @@ def test_bad_rows_stop_the_load(
     assert problem in _broken(tmp_path, change, drop)
 
 
-def test_v4_row_without_a_test_command_says_how_to_give_one(tmp_path: Path) -> None:
-    path = dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()])
-    with pytest.raises(ManifestError, match="--test-cmd"):
-        load(path, options())
-
-
 @pytest.mark.parametrize(
     ("name", "content", "problem"),
     [
@@ -208,20 +202,36 @@ def test_orsbox_serve_stops_at_load_naming_file_row_and_problem(tmp_path: Path) 
     assert "bad.jsonl" in message
 
 
-def test_v4_rows_take_the_spec_tables_of_an_installed_swebench_4(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """swebench 5 has no per-repo spec tables; with a swebench 4 installed its table
-    gives the test command (and install step), so no --test-cmd is needed."""
+def test_v4_rows_take_swebench_4s_spec_tables() -> None:
+    """swebench 5 has no per-repo spec tables; orsbox ships swebench 4.1.0's, so a v4 row
+    gets its repository's test command, set-up commands and install step at its version
+    without --test-cmd, in the order swebench 4's eval script runs them."""
     from orsbox.formats.swebench import harness
 
-    spec = {"test_cmd": "pytest --no-header -rA", "install": "python -m pip install -e ."}
-    monkeypatch.setattr(harness, "v4_specs", lambda repo, version: spec)
+    pytest_spec = harness.v4_specs("pytest-dev/pytest", "5.4")
+    assert pytest_spec == {"test_cmd": "pytest -rA", "install": "python -m pip install -e ."}
+    django = harness.v4_specs("django/django", "3.0")
+    assert django is not None and django["test_cmd"].startswith("./tests/runtests.py")
+    assert "export LANG=en_US.UTF-8" in django["eval_commands"]
+    assert harness.v4_specs("pytest-dev/pytest", "0.1") is None
+
+
+def test_a_v4_row_gets_its_eval_script_from_the_tables(tmp_path: Path) -> None:
     (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()]), options())
     script = env.instances["pytest-dev__pytest-1"].eval_script
-    assert "pytest --no-header -rA tests/test_ops.py" in script
+    assert "pytest -rA tests/test_ops.py" in script
     assert script.index("python -m pip install -e .") < script.index("git apply -v -")
     assert script.startswith("#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate")
+
+
+def test_a_v4_row_the_tables_do_not_know_needs_a_test_command(tmp_path: Path) -> None:
+    row = {**dataset.v4_row(), "version": "0.1"}
+    with pytest.raises(
+        ManifestError, match=r"pytest-dev/pytest version 0\.1; give one with --test"
+    ):
+        load(dataset.write_jsonl(tmp_path / "t.jsonl", [row]), options())
+    (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [row]), options(test_cmd="pytest"))
+    assert "pytest tests/test_ops.py" in env.instances["pytest-dev__pytest-1"].eval_script
 
 
 def test_django_test_directives_are_modules() -> None:
