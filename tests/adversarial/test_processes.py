@@ -64,7 +64,7 @@ def test_orphans_never_hold_a_call_and_die_with_their_shell(hostile: Episode) ->
         "python3 -c 'import os, time\nif os.fork() == 0:\n os.setsid()\n"
         " if os.fork() == 0: time.sleep(1004)'"
     )
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 20  # not held by the 1000 s sleepers (load adds seconds)
     assert len(strays(hostile)) == 4
     assert hostile.text("bash", command="", restart=True) == "[shell restarted]"
     assert strays(hostile) == []

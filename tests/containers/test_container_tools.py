@@ -68,7 +68,8 @@ def test_timeout_kills_the_whole_tree_and_the_shell_survives(episode: Episode) -
     started = time.monotonic()
     command = "bash -c 'trap \"\" TERM; sleep 301' & sleep 300"
     text, meta = episode.bash(command, timeout=2)
-    assert time.monotonic() - started < 3
+    # at its 2 s timeout, not after the 300 s sleep (a loaded CI machine adds seconds)
+    assert time.monotonic() - started < 20
     assert meta["timed_out"] is True and meta["exit_code"] is None
     assert "timed out after 2s" in text
     left, _ = episode.bash("ps -eo args | grep -c '[s]leep 30' || true")
@@ -80,7 +81,7 @@ def test_timeout_kills_the_whole_tree_and_the_shell_survives(episode: Episode) -
 def test_background_job_returns_at_once(episode: Episode) -> None:
     started = time.monotonic()
     episode.bash("sleep 100 &")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 20  # at once, not after the job's 100 s
     text, _ = episode.bash("jobs -l | grep -c 'sleep 100'")
     assert text.strip() == "1"
 
