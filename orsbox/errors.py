@@ -1,33 +1,35 @@
 """Every error orsbox raises on purpose, in one tree.
 
-    OrsboxError                      root; `status` is the HTTP status it maps to
-    ├── BadRequest (400)             malformed input, unknown split, bad index ...
-    ├── Unauthorized (401)
-    ├── Forbidden (403)              outside the operator's policy; names the setting
-    ├── NotFound (404)               unknown environment or session
-    ├── Gone (410)                   session was deleted
-    ├── PayloadTooLarge (413)
-    ├── ServiceUnavailable (503)     setup still running, capacity reached
-    ├── SetupFailed (500)            the session's setup raised; carries its message
+    OrsboxError                      root; `headers` go out with the answer (Retry-After)
+    ├── BadRequest                   malformed input, unknown split, bad index ...
+    ├── Unauthorized
+    ├── Forbidden                    outside the operator's policy; names the setting
+    ├── NotFound                     unknown environment or session
+    ├── Gone                         session was deleted
+    ├── PayloadTooLarge
+    ├── RangeNotSatisfiable          a read past the end of a file
+    ├── ServiceUnavailable           setup still running, capacity reached
+    ├── SetupFailed                  the session's setup raised; carries its message
     ├── ManifestError                an environment definition is invalid (load time)
     ├── PolicyViolation              an environment asks for more than the operator allows
-    └── SandboxError (500)           the sandbox layer failed
+    └── SandboxError                 the sandbox layer failed
         ├── ImageNotFound            the image is missing; says how to build it
         ├── ImageBuildError          building an image failed; carries the build's tail
         ├── SandboxStartError        the container could not start
         ├── SandboxGone              the sandbox died under the session (OOM, killed)
         └── SandboxFileError         read/write failed (missing path, folder, permission)
 
-Foreign exceptions (docker, requests) are translated to these in exactly one place per
-backend, so the server's error table (`orsbox.server.errors`) stays small.
+These are domain errors: none knows its HTTP status. The server's one table
+(`orsbox.server.errors.STATUS_OF`) maps each class to its answer, so a CLI or a library
+caller raises and catches them without HTTP leaking in. Foreign exceptions (docker,
+requests) are translated to these in exactly one place per backend, so that table
+stays small.
 """
 
 from __future__ import annotations
 
 
 class OrsboxError(Exception):
-    status: int = 500
-
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -38,47 +40,51 @@ class OrsboxError(Exception):
 
 
 class BadRequest(OrsboxError):
-    status = 400
+    pass
 
 
 class Unauthorized(OrsboxError):
-    status = 401
+    pass
 
 
 class Forbidden(OrsboxError):
-    status = 403
+    pass
 
 
 class NotFound(OrsboxError):
-    status = 404
+    pass
 
 
 class Gone(OrsboxError):
-    status = 410
+    pass
 
 
 class PayloadTooLarge(OrsboxError):
-    status = 413
+    pass
+
+
+class RangeNotSatisfiable(OrsboxError):
+    pass
 
 
 class ServiceUnavailable(OrsboxError):
-    status = 503
+    pass
 
 
 class SetupFailed(OrsboxError):
-    status = 500
+    pass
 
 
 class ManifestError(OrsboxError):
-    status = 500
+    pass
 
 
 class PolicyViolation(OrsboxError):
-    status = 500
+    pass
 
 
 class SandboxError(OrsboxError):
-    status = 500
+    pass
 
 
 class ImageNotFound(SandboxError):

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from orsbox.sandbox.docker import BASE_IMAGE, ensure_base_image
 from orsbox.sandbox.docker import labels as L
 from tests.servers import STARTED_PIDS, LiveServer, start_server
+from tests.waiting import poll_until
 
 # The openreward client's PyPI update check is network traffic this machine cannot make.
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
@@ -81,9 +81,8 @@ def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
 
     before = labelled()
     yield
-    deadline = time.monotonic() + LEFTOVER_WAIT_S
-    while (left := labelled() - before) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    poll_until(lambda: not (labelled() - before), LEFTOVER_WAIT_S, interval_s=0.2)
+    left = labelled() - before
     for container_id in left:
         with contextlib.suppress(docker.errors.NotFound):
             docker_client.api.remove_container(container_id, force=True)

@@ -6,7 +6,6 @@ must get the same status, headers and body, task ids aside."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -20,6 +19,7 @@ from orsbox.server import create_app
 from orsbox.server.fast_path import CallFastPath
 from orsbox.settings import Settings
 from tests.envs.protocol_envs import Protocol, Second
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +66,16 @@ async def create(clients: list[httpx.AsyncClient], sid: str, **task: Any) -> Non
     await both(clients, "POST", "/create", json=body, headers={"X-Session-ID": sid})
 
 
+async def settled(clients: list[httpx.AsyncClient], *sids: str) -> None:
+    """Wait until each session's setup has ended (ready or failed) in both apps."""
+
+    def done() -> bool:
+        managers = [client._transport.app.state.sessions for client in clients]  # type: ignore[attr-defined]
+        return all(m.get(sid).ready.is_set() for m in managers for sid in sids)
+
+    await wait_until_async(done, 5, message=f"setup of {sids} ended")
+
+
 def call(sid: str | None, body: Any, **headers: str) -> dict[str, Any]:
     if sid is not None:
         headers["X-Session-ID"] = sid
@@ -82,7 +92,7 @@ async def test_every_kind_of_call_is_answered_alike(
         CallFastPath, "_start", lambda self, *a: taken.append(start(self, *a)) or taken[-1]
     )
     await create(clients, "s1")
-    await asyncio.sleep(0.05)
+    await settled(clients, "s1")
     echo = {"name": "echo", "input": {"text": "hi"}}
     cases = [
         ("/protocol/call", call("s1", echo)),
@@ -127,14 +137,14 @@ async def test_sessions_starting_failed_deleted_and_reconnects_alike(
     await create(clients, "slow", setup_s=5)
     await create(clients, "failed", fail_setup=True)
     await create(clients, "gone")
-    await asyncio.sleep(0.05)
+    await settled(clients, "failed", "gone")
     await both(clients, "POST", "/delete", headers={"X-Session-ID": "gone"})
     for sid in ("slow", "failed", "gone"):
         await both(clients, "POST", "/protocol/call", **call(sid, echo))
 
     # a reconnect replays the finished call of the same session, in each app
     await create(clients, "s2")
-    await asyncio.sleep(0.05)
+    await settled(clients, "s2")
     first = [await c.post("/protocol/call", **call("s2", echo)) for c in clients]
     task_ids = [TASK_ID.search(r.content).group().decode() for r in first]
     again = [

@@ -13,6 +13,7 @@ import pytest
 from tests.envs.protocol_envs import BIG_TEXT
 from tests.servers import LiveServer
 from tests.sse_client import post_sse
+from tests.waiting import wait_until
 
 
 def new_session(server: LiveServer, **task: object) -> str:
@@ -388,8 +389,13 @@ def test_reconnect_running_finished_expired_unknown(protocol_server: LiveServer)
     assert post_sse(url, {**body, "task_id": task_id}, other).events == [
         ("error", "unknown task_id")
     ]
-    time.sleep(3.5)  # the fixture's result_linger_s is 3
-    assert post_sse(url, {**body, "task_id": task_id}, sid).events == [("error", "unknown task_id")]
+    unknown = [("error", "unknown task_id")]
+    wait_until(  # the fixture's result_linger_s is 3, counted from the call's end
+        lambda: post_sse(url, {**body, "task_id": task_id}, sid).events == unknown,
+        10,
+        interval_s=0.2,
+        message="the finished call forgotten",
+    )
     assert post_sse(url, {**body, "task_id": "bogus"}, sid).events == [("error", "unknown task_id")]
 
 
@@ -408,9 +414,18 @@ def test_calls_in_one_session_run_in_arrival_order(protocol_server: LiveServer) 
 
 def test_blocking_tool_does_not_stall_server_or_other_sessions(protocol_server: LiveServer) -> None:
     busy, other = new_session(protocol_server), new_session(protocol_server)
-    worker = threading.Thread(target=call, args=(protocol_server, busy, "block", {"seconds": 4}))
+    arrived = threading.Event()
+
+    def block() -> None:
+        url = f"{protocol_server.url}/protocol/call"
+        body = {"name": "block", "input": {"seconds": 4}}
+        with httpx.stream("POST", url, json=body, headers={"X-Session-ID": busy}, timeout=30) as r:
+            for _ in r.iter_lines():
+                arrived.set()  # the call is in: its task id came back
+
+    worker = threading.Thread(target=block)
     worker.start()
-    time.sleep(0.3)
+    assert arrived.wait(10), "the blocking call never arrived"
     started = time.monotonic()
     assert get(protocol_server, "/health").status_code == 200
     assert call(protocol_server, other, "echo", {"text": "x"}).result()["ok"] is True
@@ -427,8 +442,13 @@ def test_setup_wait_then_503_then_ready(protocol_server: LiveServer) -> None:
     assert r.status_code == 503
     assert r.headers["retry-after"] == "2" and r.headers["x-backend-state"] == "starting"
     assert "still running" in r.json()["detail"]
-    time.sleep(2)
-    assert get(protocol_server, "/protocol/prompt", sid).json()[0]["text"] == "q"
+    ready = wait_until(
+        lambda: (r := get(protocol_server, "/protocol/prompt", sid)).status_code == 200 and r,
+        10,
+        interval_s=0.1,
+        message="the setup ended",
+    )
+    assert ready.json()[0]["text"] == "q"
 
 
 def test_requests_wait_for_a_short_setup(protocol_server: LiveServer) -> None:
@@ -441,8 +461,7 @@ def test_failed_setup_fails_later_requests_with_its_message(
 ) -> None:
     log = tmp / "teardown.log"
     sid = new_session(protocol_server, fail_setup=True, teardown_log=str(log))
-    time.sleep(0.3)
-    for r in (
+    for r in (  # the first waits for the setup's end (torn down before it is announced)
         get(protocol_server, "/protocol/prompt", sid),
         post(protocol_server, "/ping", None, sid),
         post(protocol_server, "/protocol/call", {"name": "echo", "input": {"text": "x"}}, sid),
@@ -465,9 +484,12 @@ def test_inactivity_reaping(protocol_server: LiveServer, tmp) -> None:
     log = tmp / "teardown.log"
     idle = new_session(protocol_server, teardown_log=str(log))
     kept = new_session(protocol_server)
-    for _ in range(7):  # session_timeout_s is 4; keep one alive with pings
-        time.sleep(1)
+
+    def idle_reaped() -> bool:  # session_timeout_s is 4; keep one alive with pings
         assert post(protocol_server, "/ping", None, kept).status_code == 200
+        return log.exists()
+
+    wait_until(idle_reaped, 15, interval_s=0.5, message="the idle session reaped")
     assert get(protocol_server, "/protocol/prompt", idle).status_code == 404
     assert log.read_text() == "torn down\n"
     assert get(protocol_server, "/protocol/prompt", kept).status_code == 200

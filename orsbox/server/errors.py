@@ -1,6 +1,7 @@
 """The one table from exceptions to HTTP answers. Every error body is `{"detail": str}`.
 
-* `OrsboxError` subclasses carry their own status (and headers, e.g. `Retry-After`).
+* An `OrsboxError` answers with the status `STATUS_OF` gives its class (and the
+  headers it carries, e.g. `Retry-After`); the domain errors know nothing of HTTP.
 * Request validation (malformed JSON, wrong types, missing fields) is 400, as the
   spec's status list says, with a message naming each field and problem.
 * Anything else is a server fault: 500 with the exception type, secrets redacted.
@@ -15,10 +16,47 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from orsbox.errors import OrsboxError
+from orsbox.errors import (
+    BadRequest,
+    Forbidden,
+    Gone,
+    ManifestError,
+    NotFound,
+    OrsboxError,
+    PayloadTooLarge,
+    PolicyViolation,
+    RangeNotSatisfiable,
+    SandboxError,
+    ServiceUnavailable,
+    SetupFailed,
+    Unauthorized,
+)
 from orsbox.server.secrets import LIVE_SECRETS
 
 log = logging.getLogger("orsbox.server")
+
+# Most specific first: the first class the error is an instance of gives its status.
+# An OrsboxError no row names (a manifest, policy or sandbox fault) is the server's: 500.
+STATUS_OF: tuple[tuple[type[OrsboxError], int], ...] = (
+    (BadRequest, 400),
+    (Unauthorized, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Gone, 410),
+    (PayloadTooLarge, 413),
+    (RangeNotSatisfiable, 416),
+    (ServiceUnavailable, 503),
+    (SetupFailed, 500),
+    (ManifestError, 500),
+    (PolicyViolation, 500),
+    (SandboxError, 500),
+    (OrsboxError, 500),
+)
+
+
+def status_of(error: OrsboxError) -> int:
+    """The HTTP status `error` answers with: its class's row in `STATUS_OF`."""
+    return next(status for cls, status in STATUS_OF if isinstance(error, cls))
 
 
 def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -40,7 +78,7 @@ def describe_validation_error(error: RequestValidationError) -> str:
 
 async def _orsbox_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OrsboxError)
-    return _error(exc.status, exc.message, exc.headers or None)
+    return _error(status_of(exc), exc.message, exc.headers or None)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

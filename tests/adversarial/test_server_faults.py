@@ -19,9 +19,16 @@ import pytest
 from orsbox.sandbox.docker import labels as L
 from tests.adversarial.conftest import HOSTILE_ENVS
 from tests.containers.conftest import labelled, open_episode, start_container_server
-from tests.containers.test_container_lifecycle import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.docker
+
+
+def all_running(client: docker.DockerClient, labels: dict, command: str, count: int) -> bool:
+    """`count` containers with these labels, each running `command` (the calls are in)."""
+    containers = labelled(client, **labels)
+    tops = [str(container.top()["Processes"]) for container in containers]
+    return len(tops) == count and all(command in top for top in tops)
 
 
 def test_sigkill_mid_call_then_a_new_server_sweeps_and_serves(
@@ -44,14 +51,19 @@ def test_sigkill_mid_call_then_a_new_server_sweeps_and_serves(
     calls = [threading.Thread(target=long_call, args=(ep,)) for ep in episodes]
     for thread in calls:
         thread.start()
-    time.sleep(1)
+    wait_until(lambda: all_running(docker_client, mine, "sleep 100", 3), 30, interval_s=0.2)
     owner = labelled(docker_client, **mine)[0].labels  # the dead server's identity
     killed_at = time.monotonic()
     server.stop(signal.SIGKILL)
     for thread in calls:
         thread.join(timeout=10)
     assert len(outcomes) == 3 and "answered" not in outcomes, outcomes  # dropped, at once
-    assert wait_until(lambda: not labelled(docker_client, **mine), 30)
+    wait_until(
+        lambda: not labelled(docker_client, **mine),
+        30,
+        interval_s=0.2,
+        message="containers removed",
+    )
     assert time.monotonic() - killed_at < 30
 
     # what a dead server's switch could not remove (say, a container created, never started)
@@ -62,7 +74,12 @@ def test_sigkill_mid_call_then_a_new_server_sweeps_and_serves(
     again = start_container_server(tmp_path, HOSTILE_ENVS)
     try:
         assert httpx.get(f"{again.url}/health").json()["status"] == "ok"
-        assert wait_until(lambda: not labelled(docker_client, **mine), 10)
+        wait_until(
+            lambda: not labelled(docker_client, **mine),
+            10,
+            interval_s=0.2,
+            message="leftover swept",
+        )
         ep = open_episode(again, "hostile")
         assert ep.bash("echo fresh")[0] == "fresh\n"
         ep.delete()

@@ -12,15 +12,7 @@ import httpx
 
 from tests.containers.conftest import labelled, open_episode, start_container_server
 from tests.servers import LiveServer
-
-
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
+from tests.waiting import wait_until
 
 
 def test_labels_and_delete(
@@ -52,7 +44,12 @@ def test_docker_kill_is_a_terminal_error(
             stream = ep.call("bash", command="echo hi")
             assert stream.names()[-1] == "error", stream.events
             assert "SandboxGone" in stream.events[-1][1] and "container" in stream.events[-1][1]
-        assert wait_until(lambda: not labelled(docker_client, **{"orsbox.session": ep.sid}), 10)
+        wait_until(
+            lambda: not labelled(docker_client, **{"orsbox.session": ep.sid}),
+            10,
+            interval_s=0.2,
+            message="the deleted session's container removed",
+        )
     finally:
         ep.delete()
 
@@ -76,7 +73,12 @@ def test_inactivity_timeout_removes_the_container(
         ep = open_episode(server)
         ep.bash("echo up")
         assert labelled(docker_client, **{"orsbox.session": ep.sid})
-        assert wait_until(lambda: not labelled(docker_client, **{"orsbox.session": ep.sid}), 10)
+        wait_until(
+            lambda: not labelled(docker_client, **{"orsbox.session": ep.sid}),
+            10,
+            interval_s=0.2,
+            message="the session's container removed",
+        )
     finally:
         server.stop()
 
@@ -105,7 +107,12 @@ def test_sigkill_leaves_nothing_and_a_new_server_sweeps(
     assert len(labelled(docker_client, **mine)) == 2
     killed_at = time.monotonic()
     server.stop(signal.SIGKILL)
-    assert wait_until(lambda: not labelled(docker_client, **mine), 30)
+    wait_until(
+        lambda: not labelled(docker_client, **mine),
+        30,
+        interval_s=0.2,
+        message="the killed server's containers swept",
+    )
     assert time.monotonic() - killed_at < 30
 
     # leftovers the dead-man's switch could not remove (say, a container whose agent
@@ -127,6 +134,11 @@ def test_sigkill_leaves_nothing_and_a_new_server_sweeps(
     assert labelled(docker_client, **dead)
     server = start_container_server(tmp_path)
     try:
-        assert wait_until(lambda: not labelled(docker_client, **dead), 10)
+        wait_until(
+            lambda: not labelled(docker_client, **dead),
+            10,
+            interval_s=0.2,
+            message="the dead server's containers swept",
+        )
     finally:
         server.stop()

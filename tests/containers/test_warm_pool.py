@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -10,15 +9,7 @@ import docker
 import httpx
 
 from tests.containers.conftest import Episode, labelled, open_episode, start_container_server
-
-
-def wait_until(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
+from tests.waiting import wait_until
 
 
 def test_a_session_from_the_warm_pool_works_end_to_end(
@@ -29,7 +20,12 @@ def test_a_session_from_the_warm_pool_works_end_to_end(
     pooled = {**mine, "orsbox.session": "pool"}
     try:
         # one per served spec (Sandboxed, OnlyBash); MissingImage's image does not exist
-        assert wait_until(lambda: len(labelled(docker_client, **pooled)) == 2, 60)
+        wait_until(
+            lambda: len(labelled(docker_client, **pooled)) == 2,
+            60,
+            interval_s=0.2,
+            message="two pooled containers",
+        )
         before = {c.id for c in labelled(docker_client, **pooled)}
         ep = open_episode(server)
         ep.ok("write_file", path="/workspace/out.txt", content="hello")
@@ -38,10 +34,20 @@ def test_a_session_from_the_warm_pool_works_end_to_end(
         # the episode runs in a container from the pool (no container carries its
         # session id), and a third pooled container refilled the pool
         assert labelled(docker_client, **{"orsbox.session": ep.sid}) == []
-        assert wait_until(lambda: len(labelled(docker_client, **pooled)) == 3, 60)
+        wait_until(
+            lambda: len(labelled(docker_client, **pooled)) == 3,
+            60,
+            interval_s=0.2,
+            message="three pooled containers",
+        )
         assert before < {c.id for c in labelled(docker_client, **pooled)}
         ep.delete()
-        assert wait_until(lambda: len(labelled(docker_client, **pooled)) == 2, 30)
+        wait_until(
+            lambda: len(labelled(docker_client, **pooled)) == 2,
+            30,
+            interval_s=0.2,
+            message="two pooled containers again",
+        )
         assert len(labelled(docker_client, **mine)) == 2
     finally:
         server.stop()

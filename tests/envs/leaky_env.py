@@ -39,7 +39,7 @@ class Leaky(SingleTask):
             raise ValueError(f"task {self.secret}")
 
         task = asyncio.get_running_loop().create_task(fail())
-        await asyncio.sleep(0.05)
+        await asyncio.wait([task])  # it has failed; its exception stays unretrieved
         del task
         gc.collect()  # "Task exception was never retrieved" is logged when it is collected
 

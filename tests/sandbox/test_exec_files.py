@@ -11,6 +11,7 @@ import pytest
 from orsbox.errors import SandboxFileError
 from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -25,6 +26,10 @@ async def test_exec_argv_string_env_cwd_stdin(sandbox: DockerSandbox) -> None:
     assert missing.exit_code == 127
 
 
+async def shell_sleeping(sandbox: DockerSandbox) -> bool:
+    return "sleep 1" in (await sandbox.exec(["ps", "-eo", "args"])).output
+
+
 async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: DockerSandbox) -> None:
     import anyio
 
@@ -37,8 +42,8 @@ async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: DockerS
 
     start = time.monotonic()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(slow_shell)
-        await anyio.sleep(0.1)
+        tg.start_soon(slow_shell)  # exec while the shell is busy with its `sleep 1`
+        await wait_until_async(lambda: shell_sleeping(sandbox), 0.5)
         results["exec"] = await sandbox.exec("echo quick")
         results["read"] = await sandbox.read_file("/etc/hostname")
         results["exec_at"] = time.monotonic() - start

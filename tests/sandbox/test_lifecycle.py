@@ -19,6 +19,7 @@ from orsbox.errors import ImageNotFound, SandboxGone, SandboxStartError
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 from orsbox.sandbox.docker import labels as L
+from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -65,9 +66,7 @@ async def test_killed_container_makes_the_sandbox_gone(
     sandbox: DockerSandbox, docker_client: docker.DockerClient
 ) -> None:
     await anyio.to_thread.run_sync(lambda: docker_client.api.kill(sandbox.id))
-    with anyio.fail_after(10):
-        while sandbox.alive:
-            await anyio.sleep(0.05)
+    await wait_until_async(lambda: not sandbox.alive, 10, 0.05, "the sandbox saw its death")
     with pytest.raises(SandboxGone) as info:
         await sandbox.shell("echo hi")
     assert "gone" in str(info.value) and (
@@ -110,9 +109,8 @@ async def test_container_dies_with_its_server(
         assert container_id, "the owner process did not start a sandbox"
         owner.send_signal(signal.SIGKILL)
         owner.wait()
-        with anyio.fail_after(10):  # the attach's end is the agent's stdin EOF
-            while container_status(docker_client, container_id) != "gone":
-                await anyio.sleep(0.05)
+        # the attach's end is the agent's stdin EOF
+        await wait_until_async(lambda: gone(docker_client, container_id), 10, 0.05, "no container")
     finally:
         owner.kill()
         owner.wait()
@@ -147,6 +145,10 @@ def container_status(docker_client: docker.DockerClient, container_id: str) -> s
     return found[0]["State"] if found else "gone"
 
 
+def gone(docker_client: docker.DockerClient, container_id: str) -> bool:
+    return container_status(docker_client, container_id) == "gone"
+
+
 async def run_killed_owner(script: str, *args: str) -> str:
     """Run `script` in a server-like process until it prints a container id, then
     SIGKILL it; return the id."""
@@ -170,9 +172,7 @@ async def test_a_server_killed_after_start_before_the_agent_arrived_leaves_nothi
 ) -> None:
     """The loader reads EOF where the agent should come: it exits, the container too."""
     container_id = await run_killed_owner(HALF_STARTED_SCRIPT, base_image, "started")
-    with anyio.fail_after(10):
-        while container_status(docker_client, container_id) != "gone":
-            await anyio.sleep(0.05)
+    await wait_until_async(lambda: gone(docker_client, container_id), 10, 0.05, "no container")
 
 
 async def test_a_server_killed_before_start_leaves_an_inert_container_the_sweep_removes(

@@ -11,6 +11,7 @@ from orsbox.errors import ImageNotFound, SandboxStartError
 from orsbox.sandbox import ExecResult, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox import pool as pool_module
 from orsbox.sandbox.pool import POOL_SESSION, WarmPool
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -98,17 +99,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def until(predicate, timeout_s: float = 5.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not predicate():
-            await asyncio.sleep(0.01)
+def fillers_done(pool: WarmPool) -> bool:
+    """No shelf has a refill running: nothing more starts until someone asks."""
+    return all(shelf.filler is None or shelf.filler.done() for shelf in pool._shelves.values())
 
 
 async def test_prewarmed_sandboxes_are_handed_out_once_and_refilled() -> None:
     backend = MemoryBackend()
     pool = WarmPool(backend, 2)
     pool.prewarm([SPEC])
-    await until(lambda: pool.idle_count() == 2)
+    await wait_until_async(lambda: pool.idle_count() == 2, 5)
     assert all(s.spec.session_id == POOL_SESSION for s in backend.started)
 
     taken = await asyncio.gather(
@@ -118,7 +118,7 @@ async def test_prewarmed_sandboxes_are_handed_out_once_and_refilled() -> None:
     assert [s.spec.session_id for s in taken[:2]] == [POOL_SESSION] * 2  # warm ones first
     assert [s.spec.session_id for s in taken[2:]] == ["s2", "s3", "s4", "s5"]  # then cold
 
-    await until(lambda: pool.idle_count() == 2)  # refilled
+    await wait_until_async(lambda: pool.idle_count() == 2, 5)  # refilled
     assert not {s.id for s in taken} & {s.id for s in pool._shelves[next(iter(pool._shelves))].idle}
     await pool.close()
 
@@ -127,7 +127,7 @@ async def test_specs_differing_only_in_session_share_a_shelf_others_do_not() -> 
     pool = WarmPool(MemoryBackend(), 1)
     other = SPEC.model_copy(update={"env": {"A": "1"}})
     pool.prewarm([SPEC, SPEC.model_copy(update={"session_id": "s9"}), other])
-    await until(lambda: pool.idle_count() == 2)
+    await wait_until_async(lambda: pool.idle_count() == 2, 5)
     assert pool.idle_count(SPEC) == 1 and pool.idle_count(other) == 1
     taken = await pool.start(other.model_copy(update={"session_id": "x"}))
     assert taken.spec.env == {"A": "1"}
@@ -137,9 +137,9 @@ async def test_specs_differing_only_in_session_share_a_shelf_others_do_not() -> 
 async def test_list_names_the_session_a_pooled_sandbox_went_to() -> None:
     pool = WarmPool(MemoryBackend(), 1)
     pool.prewarm([SPEC])
-    await until(lambda: pool.idle_count() == 1)
+    await wait_until_async(lambda: pool.idle_count() == 1, 5)
     taken = await pool.start(SPEC)
-    await until(lambda: pool.idle_count() == 1)
+    await wait_until_async(lambda: pool.idle_count() == 1, 5)
     sessions = {info.id: info.session_id for info in await pool.list()}
     assert sessions[taken.id] == "s1" and sorted(sessions.values()) == ["pool", "s1"]
     await pool.close()
@@ -149,14 +149,14 @@ async def test_the_pool_empties_after_the_idle_ttl_and_fills_again_on_demand() -
     backend = MemoryBackend()
     pool = WarmPool(backend, 2, idle_ttl_s=0.3)
     pool.prewarm([SPEC])
-    await until(lambda: pool.idle_count() == 2)
-    await until(lambda: pool.idle_count() == 0 and not backend.live, timeout_s=3)
+    await wait_until_async(lambda: pool.idle_count() == 2, 5)
+    await wait_until_async(lambda: pool.idle_count() == 0 and not backend.live, 3)
     await asyncio.sleep(0.2)
     assert len(backend.started) == 2  # not refilled while nobody asks
 
     taken = await pool.start(SPEC)
     assert taken.spec.session_id == "s1"  # cold: the shelf was empty
-    await until(lambda: pool.idle_count() == 2)
+    await wait_until_async(lambda: pool.idle_count() == 2, 5)
     await pool.close()
 
 
@@ -164,11 +164,11 @@ async def test_close_removes_idle_and_handed_out_sandboxes() -> None:
     backend = MemoryBackend(delay_s=0.05)
     pool = WarmPool(backend, 3)
     pool.prewarm([SPEC])
-    await until(lambda: pool.idle_count() >= 1)
+    await wait_until_async(lambda: pool.idle_count() >= 1, 5)
     taken = await pool.start(SPEC)
     await pool.close()  # a refill may be half-way: it is cancelled
     assert taken.closed and not backend.live and backend.closed
-    await asyncio.sleep(0.1)
+    await wait_until_async(lambda: fillers_done(pool), 5, message="the refills ended")
     assert not backend.live  # and nothing starts afterwards
 
 
@@ -177,7 +177,7 @@ async def test_a_failed_refill_is_retried(monkeypatch: pytest.MonkeyPatch) -> No
     backend = MemoryBackend(failures=[SandboxStartError("engine busy")] * 3)
     pool = WarmPool(backend, 2)
     pool.prewarm([SPEC])
-    await until(lambda: pool.idle_count() == 2)
+    await wait_until_async(lambda: pool.idle_count() == 2, 5)
     assert (await pool.start(SPEC)).spec.session_id == POOL_SESSION
     await pool.close()
 
@@ -187,13 +187,13 @@ async def test_a_missing_image_stops_refilling_and_fails_the_session() -> None:
     backend.missing.add(SPEC.image)
     pool = WarmPool(backend, 2)
     pool.prewarm([SPEC])
-    await asyncio.sleep(0.1)
+    await wait_until_async(lambda: fillers_done(pool), 5, message="the refill stopped")
     assert pool.idle_count() == 0 and backend.attempts == 1  # tried once, then stopped
     with pytest.raises(ImageNotFound):
         await pool.start(SPEC)  # the session's own start says so
     backend.missing.clear()  # built meanwhile: the next demand fills the pool again
     assert (await pool.start(SPEC)).alive
-    await until(lambda: pool.idle_count() == 2)
+    await wait_until_async(lambda: pool.idle_count() == 2, 5)
     await pool.close()
 
 
@@ -201,7 +201,7 @@ async def test_a_pooled_sandbox_that_died_is_not_handed_out() -> None:
     backend = MemoryBackend()
     pool = WarmPool(backend, 1)
     pool.prewarm([SPEC])
-    await until(lambda: pool.idle_count() == 1)
+    await wait_until_async(lambda: pool.idle_count() == 1, 5)
     [dead] = backend.started
     dead.closed = True  # killed while idle
     taken = await pool.start(SPEC)
@@ -227,6 +227,6 @@ async def test_refills_run_one_at_a_time_over_all_shelves() -> None:
     backend.start = counting_start  # type: ignore[method-assign]
     pool = WarmPool(backend, 3)
     pool.prewarm([SPEC, SPEC.model_copy(update={"image": "other"})])
-    await until(lambda: pool.idle_count() == 6)
+    await wait_until_async(lambda: pool.idle_count() == 6, 5)
     assert peak == 1
     await pool.close()

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
-import anyio
 import docker
 import pytest
 
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.pool import WarmPool
+from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
-
-
-async def until(predicate, timeout_s: float = 60.0) -> None:
-    with anyio.fail_after(timeout_s):
-        while not predicate():
-            await asyncio.sleep(0.05)
 
 
 def containers(
@@ -37,7 +30,7 @@ async def test_pooled_containers_are_labelled_handed_over_refilled_and_removed(
     spec = SandboxSpec(image=base_image, session_id="episode-1")
     try:
         pool.prewarm([spec])
-        await until(lambda: pool.idle_count() == 2)
+        await wait_until_async(lambda: pool.idle_count() == 2, 60)
         pooled = containers(docker_client, **{"orsbox.server": server_id})
         assert len(pooled) == 2
         for container in pooled:  # owner labels: swept like any other when we die
@@ -50,7 +43,7 @@ async def test_pooled_containers_are_labelled_handed_over_refilled_and_removed(
         sessions = {info.id: info.session_id for info in await pool.list()}
         assert sessions[sandbox.id] == "episode-1"
 
-        await until(lambda: pool.idle_count() == 2)  # refilled
+        await wait_until_async(lambda: pool.idle_count() == 2, 60)  # refilled
         assert len(containers(docker_client, **{"orsbox.server": server_id})) == 3
 
         # an idle container killed under the pool is never handed out
@@ -61,7 +54,7 @@ async def test_pooled_containers_are_labelled_handed_over_refilled_and_removed(
             )
         )
         victim.kill()
-        await until(
+        await wait_until_async(
             lambda: (
                 not any(
                     s.id == victim.id and s.alive for sh in pool._shelves.values() for s in sh.idle

@@ -11,12 +11,24 @@ import pytest
 
 from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 
 async def processes(sandbox: DockerSandbox) -> str:
     return (await sandbox.exec(["ps", "-eo", "pid,ppid,stat,args"])).output
+
+
+async def running(sandbox: DockerSandbox, *commands: str) -> bool:
+    """Every one of `commands` shows in the sandbox's process table."""
+    table = await processes(sandbox)
+    return all(command in table for command in commands)
+
+
+async def at_most(sandbox: DockerSandbox, lines: int) -> bool:
+    """The process table (header included) is down to `lines` lines."""
+    return len((await processes(sandbox)).splitlines()) <= lines
 
 
 async def test_state_persists_between_calls(sandbox: DockerSandbox) -> None:
@@ -53,9 +65,8 @@ async def test_background_jobs_return_at_once(sandbox: DockerSandbox) -> None:
     result = await sandbox.shell("sleep 100 & nohup sleep 101 >/dev/null 2>&1 & echo started")
     assert time.monotonic() - start < 1.0
     assert result.output == "started\n"
-    with anyio.fail_after(10):  # a job forked may not have run `sleep` yet
-        while not ("sleep 100" in (ps := await processes(sandbox)) and "sleep 101" in ps):
-            await anyio.sleep(0.05)
+    # a job forked may not have run `sleep` yet
+    await wait_until_async(lambda: running(sandbox, "sleep 100", "sleep 101"), 10, 0.05)
 
 
 async def test_timeout_kills_everything_the_command_started(sandbox: DockerSandbox) -> None:
@@ -125,7 +136,7 @@ async def test_restart_shell_ends_a_running_command(sandbox: DockerSandbox) -> N
             assert result.exit_code is None and "restarted" in result.output
 
         tg.start_soon(stuck)
-        await anyio.sleep(0.3)
+        await wait_until_async(lambda: running(sandbox, "sleep 200"), 10)
         with anyio.fail_after(5):
             await sandbox.restart_shell()
     assert (await sandbox.shell("echo ok")).output == "ok\n"
@@ -181,9 +192,7 @@ async def test_kill_processes_ends_a_running_shell_command(sandbox: DockerSandbo
             assert result.exit_code is None and "killed" in result.output, result.output
 
         tg.start_soon(long_command)
-        with anyio.fail_after(10):
-            while "sleep 280" not in await processes(sandbox):
-                await anyio.sleep(0.02)
+        await wait_until_async(lambda: running(sandbox, "sleep 280"), 10)
         await sandbox.kill_processes()
     assert (await sandbox.shell("echo ok")).output == "ok\n"
 
@@ -250,9 +259,8 @@ async def test_fork_bomb_is_stopped(backend: DockerBackend, base_image: str) -> 
     assert result.timed_out
     after = await sandbox.shell("unset -f :; echo ok")
     assert after.output.endswith("ok\n")  # after the bomb's last "fork: retry" lines
-    with anyio.fail_after(10):  # the killed bomb's zombies are reaped by tini meanwhile
-        while len((await processes(sandbox)).splitlines()) > 8:
-            await anyio.sleep(0.2)
+    # the killed bomb's zombies are reaped by tini meanwhile
+    await wait_until_async(lambda: at_most(sandbox, 8), 10, 0.2, "the bomb's processes reaped")
 
 
 async def test_memory_bomb_is_reported_and_the_sandbox_survives(
@@ -277,9 +285,7 @@ async def test_the_agent_is_the_containers_command_and_kill_processes_spares_it(
     container = docker_client.containers.get(sandbox.id)
     assert not container.attrs.get("ExecIDs")  # no exec was needed to start it
     await anyio.to_thread.run_sync(lambda: container.exec_run(["sleep", "291"], detach=True))
-    with anyio.fail_after(10):
-        while "sleep 291" not in await processes(sandbox):
-            await anyio.sleep(0.02)
+    await wait_until_async(lambda: running(sandbox, "sleep 291"), 10)
     table = await processes(sandbox)
     agent = [line.split() for line in table.splitlines() if "orsbox-agent" in line]
     assert any(fields[1] == "1" and fields[0] != "1" for fields in agent), table

@@ -16,6 +16,7 @@ from openreward.api.errors import SessionTerminatedError
 from tests.sandbox_api.conftest import TOKEN_A, api_server_settings, sandbox_settings
 from tests.sandbox_api.test_policy import post
 from tests.servers import LiveServer, start_server
+from tests.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 GONE_WITHIN_S = 60.0
@@ -27,10 +28,9 @@ def sandboxes_of(docker_client: docker.DockerClient, server: LiveServer) -> list
 
 
 def wait_until_none(docker_client: docker.DockerClient, server: LiveServer) -> list[dict]:
-    deadline = time.monotonic() + GONE_WITHIN_S
-    while (left := sandboxes_of(docker_client, server)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
+    """The server's sandboxes still there once they are all gone or time is up."""
+    poll_until(lambda: not sandboxes_of(docker_client, server), GONE_WITHIN_S, interval_s=0.2)
+    return sandboxes_of(docker_client, server)
 
 
 async def test_killing_the_server_leaves_no_sandbox(

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import json
 
-from orsbox.errors import BadRequest, NotFound, OrsboxError, SandboxError
+from orsbox.errors import BadRequest, NotFound, OrsboxError, RangeNotSatisfiable, SandboxError
 from orsbox.sandbox.base import Sandbox
 
 FILE_TIMEOUT_S = 900.0  # hashing a multi-GB file on commit
 HEADER_ROOM_BYTES = 4096
-
-
-class RangeNotSatisfiable(OrsboxError):
-    status = 416
 
 
 # Every program: argv[1] is the path. Exit 10 -> 400, 11 -> 404, 12 -> 416.
