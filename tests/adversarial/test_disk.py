@@ -3,7 +3,9 @@ notices: not the host's disk, not other sessions, not its own shell."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import Iterator
 
 import docker
 import pytest
@@ -26,9 +28,12 @@ USER orsbox
 
 
 @pytest.fixture(scope="module")
-def seeded_image(docker_client: docker.DockerClient, base_image: str) -> str:
+def seeded_image(docker_client: docker.DockerClient, base_image: str) -> Iterator[str]:
+    """Built for this module and removed after it (the engine's cache keeps rebuilds quick)."""
     docker_client.images.build(fileobj=io.BytesIO(SEEDED_DOCKERFILE), tag=SEEDED_IMAGE, rm=True)
-    return SEEDED_IMAGE
+    yield SEEDED_IMAGE
+    with contextlib.suppress(docker.errors.ImageNotFound, docker.errors.APIError):
+        docker_client.images.remove(SEEDED_IMAGE, force=True)
 
 
 def test_a_full_folder_is_enospc_and_nothing_else_notices(
