@@ -12,91 +12,65 @@ import typer
 
 from orsbox.errors import ManifestError
 from orsbox.formats.options import FormatOptions, parse_memory, read_instance_ids
+from orsbox.sandbox.image_map import ImageMap, ImageMapError
 
 __all__ = ["FormatOptions", "format_options", "with_dataset_options"]
-from orsbox.sandbox.image_map import ImageMap, ImageMapError
 
 _PANEL = "Benchmark datasets (swebench:PATH, harbor:PATH, task folders)"
 
-Name = Annotated[
-    str | None,
-    typer.Option("--name", help="the environment's name", rich_help_panel=_PANEL),
-]
-DatasetSplit = Annotated[
-    str | None,
-    typer.Option(
+# parameter -> (type, default, flag, help), in the order --help lists them
+_OPTIONS: dict[str, tuple[Any, Any, str, str]] = {
+    "name": (str | None, None, "--name", "the environment's name"),
+    "dataset_split": (
+        str | None,
+        None,
         "--dataset-split",
-        help="split to put the tasks in (default: the file's name or the rows' split "
-        "column; `test` for task folders)",
-        rich_help_panel=_PANEL,
+        "split to put the tasks in (default: the file's name or the rows' split column; "
+        "`test` for task folders)",
     ),
-]
-ImageMapRules = Annotated[
-    list[str] | None,
-    typer.Option(
+    "image_map": (
+        list[str] | None,
+        None,
         "--image-map",
-        help="FROM=TO image rewrite, repeatable (FROM ending in / maps a prefix); "
-        "also ORSBOX_IMAGE_MAP",
-        rich_help_panel=_PANEL,
+        "FROM=TO image rewrite, repeatable (FROM ending in / maps a prefix); also ORSBOX_IMAGE_MAP",
     ),
-]
-Instances = Annotated[
-    list[str] | None,
-    typer.Option(
+    "instances": (
+        list[str] | None,
+        None,
         "--instances",
-        help="only these instance ids: ids, comma-separated, or @FILE of ids (repeatable)",
-        rich_help_panel=_PANEL,
+        "only these instance ids: ids, comma-separated, or @FILE of ids (repeatable)",
     ),
-]
-ImageTemplate = Annotated[
-    str | None,
-    typer.Option(
+    "image_template": (
+        str | None,
+        None,
         "--image-template",
-        help="instance image from row fields, e.g. 'me/sweb.{instance_id}:latest'",
-        rich_help_panel=_PANEL,
+        "instance image from row fields, e.g. 'me/sweb.{instance_id}:latest'",
     ),
-]
-Tools = Annotated[
-    str | None,
-    typer.Option(
+    "tools": (
+        str | None,
+        None,
         "--tools",
-        help="comma-separated standard tools (default: bash,read_file,write_file,"
-        "edit_file,list_dir; submit is always offered)",
-        rich_help_panel=_PANEL,
+        "comma-separated standard tools (default: bash,read_file,write_file,edit_file,"
+        "list_dir; submit is always offered)",
     ),
-]
-Hints = Annotated[
-    bool,
-    typer.Option("--hints", help="add the rows' hints_text to the prompt", rich_help_panel=_PANEL),
-]
-TestCmd = Annotated[
-    str | None,
-    typer.Option(
+    "hints": (bool, False, "--hints", "add the rows' hints_text to the prompt"),
+    "test_cmd": (
+        str | None,
+        None,
         "--test-cmd",
-        help="test command for SWE-style rows that carry none (v4 and SWE-Gym rows of "
-        "repositories swebench 5 has no spec for, SWE-smith rows), e.g. 'pytest -rA'",
-        rich_help_panel=_PANEL,
+        "test command for SWE-style rows that carry none (SWE-Gym and SWE-smith rows, "
+        "v4 rows of a version SWE-bench 4's spec tables lack), e.g. 'pytest -rA'",
     ),
-]
-CallTimeout = Annotated[
-    float | None,
-    typer.Option("--call-timeout", help="default seconds per command", rich_help_panel=_PANEL),
-]
-EpisodeTimeout = Annotated[
-    float | None,
-    typer.Option(
+    "call_timeout": (float | None, None, "--call-timeout", "default seconds per command"),
+    "episode_timeout": (
+        float | None,
+        None,
         "--episode-timeout",
-        help="seconds an episode may last after setup",
-        rich_help_panel=_PANEL,
+        "seconds an episode may last after setup",
     ),
-]
-Cpus = Annotated[
-    float | None, typer.Option("--cpus", help="CPUs per sandbox", rich_help_panel=_PANEL)
-]
-Memory = Annotated[
-    str | None,
-    typer.Option("--memory", help="memory per sandbox, e.g. 4g", rich_help_panel=_PANEL),
-]
+    "cpus": (float | None, None, "--cpus", "CPUs per sandbox"),
+    "memory": (str | None, None, "--memory", "memory per sandbox, e.g. 4g"),
+}
 
 
 def format_options(
@@ -140,22 +114,6 @@ def format_options(
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# parameter name -> (annotation, default), in the order --help lists them
-_PARAMETERS: dict[str, tuple[Any, Any]] = {
-    "name": (Name, None),
-    "dataset_split": (DatasetSplit, None),
-    "image_map": (ImageMapRules, None),
-    "instances": (Instances, None),
-    "image_template": (ImageTemplate, None),
-    "tools": (Tools, None),
-    "hints": (Hints, False),
-    "test_cmd": (TestCmd, None),
-    "call_timeout": (CallTimeout, None),
-    "episode_timeout": (EpisodeTimeout, None),
-    "cpus": (Cpus, None),
-    "memory": (Memory, None),
-}
-
 
 def with_dataset_options(command: F) -> F:
     """Give a command the dataset options: typer sees them as its own parameters, and
@@ -168,13 +126,18 @@ def with_dataset_options(command: F) -> F:
         if p.name != "dataset"
     ]
     extra = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
-        for name, (kind, default) in _PARAMETERS.items()
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[kind, typer.Option(flag, help=help, rich_help_panel=_PANEL)],
+        )
+        for name, (kind, default, flag, help) in _OPTIONS.items()
     ]
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in _PARAMETERS if name in kwargs}
+        values = {name: kwargs.pop(name) for name in _OPTIONS if name in kwargs}
         values["split"] = values.pop("dataset_split", None)
         return command(*args, dataset=format_options(**values), **kwargs)
 
