@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-Event = dict[str, str]
+from orsbox.protocol.calls import CallRegistry, Event
 
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -74,3 +74,22 @@ class EventStreamResponse(Response):
             if not waiting.done():  # our request is being torn down; the call goes on
                 waiting.cancel()
         await send({"type": "http.response.body", "body": encode(waiting.result())})
+
+
+def detached_stream(
+    calls: CallRegistry,
+    session_id: str,
+    task_id: str | None,
+    run: Callable[[], Awaitable[list[Event]]] | None,
+    keepalive_s: float,
+) -> EventStreamResponse:
+    """The stream of a detached call (a tool call, a scoring, a sandbox command): a new
+    one started with `run` when there is no `task_id`, else the session's own call with
+    that id, reconnected (an unknown id is one `error` event). `run` may be None only
+    for a reconnect."""
+    if task_id is None:
+        assert run is not None, "a new call needs its work"
+        record = calls.start(session_id, run)
+    elif (record := calls.find(task_id, session_id)) is None:
+        return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
+    return EventStreamResponse(record.first_events(), record.final_events, keepalive_s)

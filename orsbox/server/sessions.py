@@ -15,9 +15,11 @@ tool call in flight is never idle. Deleted ids are remembered (bounded) so they 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,17 @@ class Session:
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
+
+    @contextlib.contextmanager
+    def in_call(self) -> Iterator[None]:
+        """While a call (or a scoring) runs: the reaper leaves the session alone, and its
+        inactivity clock starts again when the call ends."""
+        self.calls_in_flight += 1
+        try:
+            yield
+        finally:
+            self.calls_in_flight -= 1
+            self.touch()
 
     @property
     def state(self) -> str:

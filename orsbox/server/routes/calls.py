@@ -16,7 +16,7 @@ from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import ToolCall
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
-from orsbox.server.event_stream import EventStreamResponse
+from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.server.sessions import Session
@@ -27,19 +27,16 @@ log = logging.getLogger("orsbox.calls")
 
 async def run_call(session: Session, call: ToolCall) -> list[Event]:
     """The final SSE events of one call: `chunk`.../`end` with the result, or `error`."""
-    session.calls_in_flight += 1
-    try:
-        async with session.call_lock:
-            if session.env is None:
-                return [{"event": "error", "data": "session was deleted"}]
-            result = await call_tool(session.env, call.name, call.input)
-        return result_events(LIVE_SECRETS.redact(result.model_dump_json()))
-    except ToolRaised as e:
-        log.warning("session %s: %s", session.sid, e, exc_info=e.__cause__)
-        return [{"event": "error", "data": LIVE_SECRETS.redact(str(e))}]
-    finally:
-        session.calls_in_flight -= 1
-        session.touch()
+    with session.in_call():
+        try:
+            async with session.call_lock:
+                if session.env is None:
+                    return [{"event": "error", "data": "session was deleted"}]
+                result = await call_tool(session.env, call.name, call.input)
+            return result_events(LIVE_SECRETS.redact(result.model_dump_json()))
+        except ToolRaised as e:
+            log.warning("session %s: %s", session.sid, e, exc_info=e.__cause__)
+            return [{"event": "error", "data": LIVE_SECRETS.redact(str(e))}]
 
 
 @router.post(
@@ -59,8 +56,5 @@ async def call(
 ) -> EventStreamResponse:
     catalog.get(env_name)
     session = await sessions.ready(sid)
-    if body.task_id is None:
-        record = calls.start(sid, lambda: run_call(session, body))
-    elif (record := calls.find(body.task_id, sid)) is None:
-        return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
-    return EventStreamResponse(record.first_events(), record.final_events, settings.keepalive_s)
+    run = lambda: run_call(session, body)  # noqa: E731
+    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)

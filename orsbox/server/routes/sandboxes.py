@@ -21,7 +21,7 @@ from orsbox.protocol.sse import result_events
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.server.access import presented_token
 from orsbox.server.deps import CallsDep, SessionIdDep, SettingsDep
-from orsbox.server.event_stream import EventStreamResponse
+from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
 from orsbox.server.policy import check_sandbox_image, check_sandbox_network
 from orsbox.server.sandbox_api import files
@@ -99,15 +99,13 @@ async def run(
     """SSE like a tool call: `task_id`, then `{"output": base64, "return_code",
     "timed_out"}`. Re-posting with the `task_id` reconnects to the running command."""
     manager = manager_of(request)
+    run = None
     if body.task_id is not None:
-        manager.get(owner(request), sid)
-        record = calls.find(body.task_id, sid)
-        if record is None:
-            return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
+        manager.get(owner(request), sid)  # only its owner may reconnect
     else:
         box, _ = await manager.running(owner(request), sid)
-        record = calls.start(sid, lambda: _run_command(box, body, settings))
-    return EventStreamResponse(record.first_events(), record.final_events, settings.keepalive_s)
+        run = lambda: _run_command(box, body, settings)  # noqa: E731
+    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)
 
 
 async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) -> list[Event]:

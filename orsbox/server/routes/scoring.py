@@ -20,7 +20,7 @@ from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import GroupScore, ScoreGroup, ScoreGroupOutput
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
-from orsbox.server.event_stream import EventStreamResponse
+from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.server.sessions import Session
@@ -31,25 +31,22 @@ log = logging.getLogger("orsbox.calls")
 
 async def run_scoring(session: Session, body: ScoreGroup) -> list[Event]:
     """The final SSE events: the scores, or one `error` naming what went wrong."""
-    session.calls_in_flight += 1
-    try:
-        if session.env is None:
-            return [{"event": "error", "data": "session was deleted"}]
-        scores = await call_user(session.env.score_group, list(body.candidates))
-        output = ScoreGroupOutput(scores=[_as_score(s) for s in scores])
-        if len(output.scores) != len(body.candidates):
-            raise ValueError(
-                f"score_group returned {len(output.scores)} scores for "
-                f"{len(body.candidates)} candidates"
-            )
-        return result_events(LIVE_SECRETS.redact(output.model_dump_json()))
-    except Exception as e:
-        log.warning("session %s: score_group failed: %s", session.sid, e)
-        message = f"score_group failed: {type(e).__name__}: {e}"
-        return [{"event": "error", "data": LIVE_SECRETS.redact(message)}]
-    finally:
-        session.calls_in_flight -= 1
-        session.touch()
+    with session.in_call():
+        try:
+            if session.env is None:
+                return [{"event": "error", "data": "session was deleted"}]
+            scores = await call_user(session.env.score_group, list(body.candidates))
+            output = ScoreGroupOutput(scores=[_as_score(s) for s in scores])
+            if len(output.scores) != len(body.candidates):
+                raise ValueError(
+                    f"score_group returned {len(output.scores)} scores for "
+                    f"{len(body.candidates)} candidates"
+                )
+            return result_events(LIVE_SECRETS.redact(output.model_dump_json()))
+        except Exception as e:
+            log.warning("session %s: score_group failed: %s", session.sid, e)
+            message = f"score_group failed: {type(e).__name__}: {e}"
+            return [{"event": "error", "data": LIVE_SECRETS.redact(message)}]
 
 
 def _as_score(score: GroupScore | float) -> GroupScore:
@@ -79,8 +76,5 @@ async def score_group(
     session = await sessions.ready(sid)
     if session.env is None or not session.env.supports_score_group():
         raise NotFound(f"environment {name!r} does not implement score_group")
-    if body.task_id is None:
-        record = calls.start(sid, lambda: run_scoring(session, body))
-    elif (record := calls.find(body.task_id, sid)) is None:
-        return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
-    return EventStreamResponse(record.first_events(), record.final_events, settings.keepalive_s)
+    run = lambda: run_scoring(session, body)  # noqa: E731
+    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)
