@@ -16,12 +16,11 @@ output saying the time ran out, as Harbor verifies an agent that timed out.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.environment import as_split
+from orsbox.authoring.graded_once import GradedOnce
 from orsbox.authoring.grader import Grade
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
@@ -36,7 +35,7 @@ from orsbox.sandbox.docker.images import ImageRecipe
 DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
 
 
-class HarborEnvironment(ContainerEnvironment):
+class HarborEnvironment(GradedOnce):
     """What every Harbor dataset shares; `dataset_environment` fills in the data."""
 
     dataset_name: ClassVar[str]
@@ -44,7 +43,6 @@ class HarborEnvironment(ContainerEnvironment):
     tasks: ClassVar[dict[str, HarborTask]]
     refused: ClassVar[dict[str, str]]  # task folder -> why it is not served
     broken_images: ClassVar[dict[str, str]]  # image tag -> why it did not build
-    _graded: ToolOutput | None = None
 
     def __init__(
         self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
@@ -55,7 +53,6 @@ class HarborEnvironment(ContainerEnvironment):
             raise ValueError(f"{self.dataset_name} has no task named {name!r}")
         self.task = self.tasks[str(name)]
         self.episode_timeout_s = self.task.agent_timeout_s  # per task, over the class's
-        self._grading = asyncio.Lock()  # two submits at once still grade once
 
     @classmethod
     def name(cls) -> str:
@@ -115,15 +112,7 @@ class HarborEnvironment(ContainerEnvironment):
             await self.sandbox_lost(e)
             raise
 
-    async def graded_output(self, note: str = "") -> ToolOutput:
-        """The episode's one grading: a later `submit` (or call past the time limit)
-        gets the same answer, as the sandbox was graded once, as Harbor grades a trial."""
-        async with self._grading:
-            if self._graded is None:
-                self._graded = await self._grade_once(note)
-        return self._graded
-
-    async def _grade_once(self, note: str) -> ToolOutput:
+    async def grade_episode(self, note: str) -> ToolOutput:
         grade = await self.grade()
         text = f"{note}\n{grade.text}" if note else grade.text
         return ToolOutput(
@@ -134,7 +123,7 @@ class HarborEnvironment(ContainerEnvironment):
         )
 
     async def episode_timed_out(self, name: str) -> ToolOutput:
-        return await self.graded_output(
+        return await self.final_output(
             f"[the agent's time limit of {self.episode_timeout_s:g}s has passed: {name!r} was "
             "not run; the sandbox was graded as it is]"
         )
@@ -143,7 +132,7 @@ class HarborEnvironment(ContainerEnvironment):
     async def submit(self) -> ToolOutput:
         """Submit your work: every process you started is stopped, the task's tests
         run in the sandbox, and their reward is returned. Ends the episode."""
-        return await self.graded_output()
+        return await self.final_output()
 
 
 def dataset_environment(

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import anyio
 
-from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.environment import as_split
+from orsbox.authoring.graded_once import GradedOnce
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
 from orsbox.errors import BadRequest, ImageNotFound, ManifestError, SandboxGone, SetupFailed
@@ -29,7 +29,7 @@ DEFAULT_LIMITS = SandboxLimits(memory_bytes=4 * 1024**3, cpus=1.0, pids=2048)
 EVAL_TIMEOUT_S = 1800.0  # the harness's own default per instance
 
 
-class SWEDatasetEnvironment(ContainerEnvironment):
+class SWEDatasetEnvironment(GradedOnce):
     """What every dataset's class shares; `dataset_environment` fills in the data."""
 
     dataset_name: ClassVar[str]
@@ -41,8 +41,6 @@ class SWEDatasetEnvironment(ContainerEnvironment):
 
     _base: str = "HEAD"
     _repo_dir: str | None = None
-    _graded: grading.Verdict | None = None
-    _grading: anyio.Lock | None = None
 
     def __init__(
         self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
@@ -126,15 +124,7 @@ class SWEDatasetEnvironment(ContainerEnvironment):
 
     # -- grading ----------------------------------------------------------------------------
     async def grade(self) -> grading.Verdict:
-        """Kill the agent's processes, take its patch, grade it in a fresh container
-        (once: a second `submit`, even a concurrent one, gets the same verdict)."""
-        self._grading = self._grading or anyio.Lock()
-        async with self._grading:
-            if self._graded is None:
-                self._graded = await self._grade_once()
-        return self._graded
-
-    async def _grade_once(self) -> grading.Verdict:
+        """Kill the agent's processes, take its patch, grade it in a fresh container."""
         try:
             await self.sandbox.kill_processes()
             patch = await grading.agent_patch(self.sandbox, await self.repo_dir(), self._base)
@@ -161,23 +151,20 @@ class SWEDatasetEnvironment(ContainerEnvironment):
             self._backend(), spec, self.instance, patch, self.eval_timeout_s
         )
 
-    async def finished_output(self) -> ToolOutput:
+    async def grade_episode(self, note: str) -> ToolOutput:
         verdict = await self.grade()
         return ToolOutput(
-            blocks=[TextBlock(text=verdict.text())],
+            blocks=[TextBlock(text=f"{note}\n{verdict.text()}" if note else verdict.text())],
             metadata=verdict.metadata(),
             reward=verdict.reward,
             finished=True,
         )
 
-    async def episode_timed_out(self, name: str) -> ToolOutput:
-        return await self.finished_output()
-
     @tool
     async def submit(self) -> ToolOutput:
         """Submit your changes to the repository for grading: the tests run on your diff
         as the official SWE-bench harness runs them. Ends the episode."""
-        return await self.finished_output()
+        return await self.final_output()
 
 
 def dataset_environment(
