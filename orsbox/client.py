@@ -29,11 +29,22 @@ class Session:
     """One episode on a server: created on enter, deleted on exit."""
 
     def __init__(
-        self, url: str, env: str, split: str, index: int, token: str | None = None
+        self,
+        url: str,
+        env: str,
+        split: str,
+        index: int,
+        token: str | None = None,
+        *,
+        sid: str | None = None,
     ) -> None:
+        """`sid`: a session the server already started (a fork's); entering does not
+        create it again."""
         self.url = url.rstrip("/")
         self.env = env
-        self.sid = uuid.uuid4().hex
+        self.token = token
+        self.sid = sid or uuid.uuid4().hex
+        self._created = sid is not None
         headers = {"X-Session-ID": self.sid}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -41,8 +52,14 @@ class Session:
         self._task = {"env_name": env, "split": split, "index": index}
 
     def __enter__(self) -> Session:
-        self._post("/create", self._task)
+        if not self._created:
+            self._post("/create", self._task)
+            self._created = True
         return self
+
+    def close(self) -> None:
+        """Delete the session on the server (as leaving the `with` block does)."""
+        self.__exit__(None, None, None)
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         try:
@@ -63,6 +80,17 @@ class Session:
                 response.read()
                 raise ClientError(f"call {name}: HTTP {response.status_code}: {response.text}")
             return _read_result(response.iter_lines())
+
+    def fork(self, n: int) -> list[Session]:
+        """`n` new sessions from this session's current files (orsbox's
+        `POST /orsbox/fork`; running processes are not carried). Each is already
+        created: use it in a `with` block, or `close()` it, to delete it."""
+        answer = self._post("/orsbox/fork", {"n": n})
+        task = self._task
+        return [
+            Session(self.url, self.env, task["split"], task["index"], self.token, sid=sid)
+            for sid in answer["sids"]
+        ]
 
     # -- plumbing
 
@@ -108,3 +136,13 @@ def _read_result(lines: Any) -> dict[str, Any]:
                 return json.loads("".join(pieces))
             event, data = None, []
     raise ClientError("the result stream ended without a result")
+
+
+def warm(url: str, env: str, count: int, token: str | None = None, **task: Any) -> dict[str, Any]:
+    """Ask the server to keep `count` idle sandboxes of `env` ready ahead of a burst
+    (orsbox's `POST /orsbox/warm`; `split=`, `index=` or `task_spec=` for a per-task
+    image). Returns `{"image", "target", "idle"}`."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {"env_name": env, "count": count, **task}
+    response = httpx.post(f"{url.rstrip('/')}/orsbox/warm", json=body, headers=headers, timeout=60)
+    return _json(response, "/orsbox/warm")

@@ -110,3 +110,17 @@ class Settings(BaseSettings):
     sandbox_max_output_bytes: int = Field(
         default=16 * 1024 * 1024, gt=0, description="most output one /run returns"
     )
+
+    # -- prepared state, forks, warm pool on request (orsbox.sandbox.prepared, forks) ------
+    prepared_cache_max_entries: int = Field(
+        default=64, ge=0, description="saved setups (one per task) kept; least recently used out"
+    )
+    prepared_cache_max_bytes: int = Field(
+        default=20 * 1024**3, ge=0, description="bytes the saved setups may add to their images"
+    )
+    max_fork: int = Field(default=64, gt=0, description="most sessions one fork request starts")
+    warm_pool_memory_bytes: int = Field(
+        default=8 * 1024**3,
+        ge=0,
+        description="idle pooled sandboxes' memory limits together stay within this",
+    )

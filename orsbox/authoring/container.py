@@ -26,12 +26,13 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from orsbox.authoring.environment import Environment
+from orsbox.authoring.setup_cache import CONTEXT_CACHE, folder_fingerprint
 from orsbox.authoring.tools import ToolRaised
 from orsbox.authoring.user_code import call_user
-from orsbox.errors import SandboxError, SandboxGone
+from orsbox.errors import BadRequest, ImageNotFound, SandboxError, SandboxGone
 from orsbox.protocol.types import ToolOutput
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
@@ -41,6 +42,8 @@ from orsbox.sandbox.base import (
     SandboxLimits,
     SandboxSpec,
 )
+from orsbox.sandbox.prepared import PreparedCache
+from orsbox.sandbox.snapshots import SharedSnapshot
 
 BASE_IMAGE = "orsbox/base:latest"
 
@@ -60,6 +63,9 @@ class ContainerEnvironment(Environment):
     output_cap_bytes: ClassVar[int] = OUTPUT_CAP_BYTES
     max_output_cap_bytes: ClassVar[int] = 1024 * 1024
     episode_timeout_s: ClassVar[float | None] = None
+    setup_cache: ClassVar[bool] = False  # save the state after setup per task; reuse it
+
+    setup_from_cache: bool = False  # this episode started from a saved prepared state
 
     _sandbox: Sandbox | None = None
     _sandbox_lost: str | None = None
@@ -119,13 +125,93 @@ class ContainerEnvironment(Environment):
 
     # -- lifecycle --------------------------------------------------------------------
     async def setup(self) -> None:
-        self._sandbox = await self._backend().start(self.sandbox_spec())
+        spec = self.sandbox_spec()
+        start_from = self.orsbox_context.start_from if self.orsbox_context else None
+        cache = self._prepared_cache(spec)
+        if start_from is not None:  # a fork: the files are there, the setup ran
+            self._sandbox = await self._backend().start(_from_image(spec, start_from.ref))
+        elif cache is not None:
+            await self._setup_cached(spec, cache)
+        else:
+            await self._setup_fresh(spec)
+        if self.episode_timeout_s is not None:
+            self._episode_deadline = time.monotonic() + self.episode_timeout_s
+
+    async def _setup_fresh(self, spec: SandboxSpec) -> None:
+        self._sandbox = await self._backend().start(spec)
         for host_dir, sandbox_dir in self.task_files().items():
             await self._sandbox.copy_in(Path(host_dir), sandbox_dir)
         if type(self).prepare is not ContainerEnvironment.prepare:  # no thread hop for a no-op
             await call_user(self.prepare)
-        if self.episode_timeout_s is not None:
-            self._episode_deadline = time.monotonic() + self.episode_timeout_s
+
+    # -- the prepared-state cache (`orsbox.sandbox.prepared`) ----------------------------
+    def setup_inputs(self) -> Any:
+        """What the setup's outcome depends on, for the cache key (with the
+        environment's name and the image's id): the sandbox spec, the task, and the
+        task files' folders. Override to add what `prepare` reads from elsewhere (a
+        version, a file on the host), calling `super().setup_inputs()`."""
+        return {
+            "spec": self.sandbox_spec().model_dump(mode="json", exclude={"session_id", "image"}),
+            "task": self.task_spec,
+            "files": {dst: folder_fingerprint(Path(src)) for src, dst in self.task_files().items()},
+        }
+
+    def _prepared_cache(self, spec: SandboxSpec) -> PreparedCache | None:
+        if not self.setup_cache or self.orsbox_context is None:
+            return None
+        if spec.limits.disk_bytes is not None:  # its writable folders are not saved
+            log.warning("%s: setup_cache is off with a disk limit", type(self).__name__)
+            return None
+        return self.orsbox_context.extras.get(CONTEXT_CACHE)
+
+    async def _setup_cached(self, spec: SandboxSpec, cache: PreparedCache) -> None:
+        """Start from the task's prepared state, or set up and save it (module
+        docstring of `orsbox.sandbox.prepared`)."""
+        try:
+            key = await cache.key(self.name().lower(), spec.image, self.setup_inputs())
+        except ImageNotFound:  # the fresh start says how to build it
+            return await self._setup_fresh(spec)
+        async with cache.preparing(key):
+            entry = await cache.lookup(key)
+            if entry is not None:
+                try:
+                    self._sandbox = await self._backend().start(_from_image(spec, entry.ref))
+                    self.setup_from_cache = True
+                    return
+                except ImageNotFound:  # evicted between the look-up and the start
+                    pass
+            await self._setup_fresh(spec)
+            try:
+                await cache.save(self.sandbox, key, self.name().lower(), self.name())
+            except SandboxError as e:  # the episode goes on; the next one sets up again
+                log.warning("%s: could not save the prepared state: %s", type(self).__name__, e)
+
+    async def start_spec(self) -> SandboxSpec:
+        """The spec this task's next episode would start from: its prepared state's
+        when one is saved (what a warm pool fills ahead of a burst)."""
+        spec = self.sandbox_spec()
+        cache = self._prepared_cache(spec)
+        if cache is None:
+            return spec
+        key = await cache.key(self.name().lower(), spec.image, self.setup_inputs())
+        entry = await cache.lookup(key)
+        return spec if entry is None else _from_image(spec, entry.ref)
+
+    async def snapshot(self, users: int) -> SharedSnapshot:
+        """The sandbox's files now, for `users` new sessions to start from (a fork).
+        Processes, the shell's state and in-memory environment state are not in it."""
+        store = self._backend().snapshots
+        if store is None:
+            raise BadRequest("this server's sandbox backend cannot fork sessions")
+        spec = self.sandbox_spec()
+        if spec.limits.disk_bytes is not None:
+            raise BadRequest(
+                "a session with a disk limit cannot be forked (its files are in memory)"
+            )
+        labels = {"orsbox.environment": self.name().lower(), "orsbox.fork.source": spec.session_id}
+        name = f"{self.name()}-{spec.session_id}"
+        snapshot = await store.commit(self.sandbox, kind="fork", name=name, labels=labels)
+        return SharedSnapshot(store, snapshot, users)
 
     def prepare(self) -> None:
         """Hook run after the sandbox started and task files were copied (may be async)."""
@@ -172,3 +258,7 @@ class ContainerEnvironment(Environment):
 
     def call_output_cap(self, requested: int | None) -> int:
         return min(requested or self.output_cap_bytes, self.max_output_cap_bytes)
+
+
+def _from_image(spec: SandboxSpec, image: str) -> SandboxSpec:
+    return spec.model_copy(update={"image": image})

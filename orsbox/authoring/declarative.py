@@ -82,6 +82,10 @@ class DeclarativeEnvironment(ContainerEnvironment):
     def task_files(self) -> dict[str, str]:
         return {str(self.folder / src): dst for src, dst in self.manifest.setup.copy_dirs.items()}
 
+    def setup_inputs(self) -> Any:
+        """The [setup] table counts too: a changed command is a new cache key."""
+        return {**super().setup_inputs(), "setup": self.manifest.setup.model_dump(mode="json")}
+
     async def prepare(self) -> None:
         setup = self.manifest.setup
         if setup.run is None:
@@ -212,4 +216,5 @@ def _class_attributes(manifest: Manifest, path: Path, image: str | None) -> dict
         "output_cap_bytes": limits.output_bytes,
         "max_output_cap_bytes": max(limits.output_bytes, 1024 * 1024),
         "submit": _submit_tool(_submit_params(manifest)),
+        "setup_cache": manifest.setup.cache,
     }

@@ -39,6 +39,7 @@ class EnvironmentContext:
     sandbox_backend: Any = None  # orsbox.sandbox.SandboxBackend; Any keeps authoring light
     settings: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    start_from: Any = None  # orsbox.sandbox.snapshots.SharedSnapshot: a fork's files
 
 
 def as_split(split: Split | str) -> Split:

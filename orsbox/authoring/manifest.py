@@ -5,7 +5,8 @@
     [[splits]]   name, type, tasks (a JSONL or Parquet file)
     [limits]     per-call timeout and output cap; memory, cpus, pids, disk; network,
                  privileged, cap_add, mounts (what widens these is operator policy)
-    [setup]      host folders copied in, and a command run, before the first call
+    [setup]      host folders copied in, and a command run, before the first call;
+                 `cache = true` saves each task's state after setup for later episodes
     [grader]     the command that sets the reward when the agent calls `submit`
 
 The file is parsed with `tomllib` and validated by pydantic models that forbid unknown
@@ -21,7 +22,15 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from orsbox.authoring.container import BASE_IMAGE
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
@@ -132,6 +141,11 @@ class SetupConfig(_Strict):
     run: str | None = Field(default=None, description="bash command run after copying")
     user: str | None = Field(default=None, description="default: the image's user")
     timeout_s: float = Field(default=300.0, gt=0)
+    cache: bool = Field(
+        default=False,
+        description="save each task's sandbox after a setup that succeeded and start its "
+        "later episodes from it (the files only: processes started by run are not kept)",
+    )
 
 
 class GraderConfig(_Strict):
@@ -200,6 +214,15 @@ class Manifest(_Strict):
         if duplicates:
             raise ValueError(f"split names must be unique; repeated: {', '.join(duplicates)}")
         return value
+
+    @model_validator(mode="after")
+    def _cache_needs_a_saved_disk(self) -> Manifest:
+        if self.setup.cache and self.limits.disk is not None:
+            raise ValueError(
+                "setup.cache cannot be used with limits.disk: a disk-limited sandbox's "
+                "writable folders live in memory, and a saved state would not hold them"
+            )
+        return self
 
     @property
     def image_tag(self) -> str:

@@ -1,13 +1,30 @@
-"""`orsbox gc`: remove sandbox containers that servers which died left behind."""
+"""`orsbox gc`: remove what servers which died left behind, and keep the prepared-state
+cache within its bounds.
+
+* sandbox containers of dead servers (and, with --all, of every server);
+* fork images of dead servers (`orsbox.server.forks`);
+* prepared-state entries (`orsbox.sandbox.prepared`): listed, then the least recently
+  used removed past `ORSBOX_PREPARED_CACHE_MAX_ENTRIES` / `_MAX_BYTES` (the bounds a
+  server applies), or all of them (of one environment with --environment) with
+  --prepared. An entry a sandbox still runs from is kept.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+import datetime
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from orsbox.cli.ps import orsbox_containers, owner_state
+
+if TYPE_CHECKING:
+    import docker
+
+    from orsbox.sandbox.snapshots import Snapshot
 
 out = Console(highlight=False)
 
@@ -21,8 +38,16 @@ def gc(
             "sessions break) and of other hosts",
         ),
     ] = False,
+    prepared: Annotated[
+        bool, typer.Option("--prepared", help="remove every saved prepared state (setup cache)")
+    ] = False,
+    environment: Annotated[
+        str | None,
+        typer.Option(help="with --prepared: only this environment's saved states"),
+    ] = None,
 ) -> None:
-    """Remove orsbox containers that dead servers left behind.
+    """Remove orsbox containers and fork images that dead servers left behind; list the
+    prepared-state cache and prune it to its bounds (or empty it with --prepared).
 
     A server is dead when it ran on this host and its pid is gone or now belongs to
     another process. Containers of running servers, and of other hosts, stay unless
@@ -46,3 +71,47 @@ def gc(
         removed += 1
     note = f"; kept {kept} of live or remote servers (--all removes them)" if kept else ""
     out.print(f"{removed} container(s) removed{note}.")
+    asyncio.run(_images(client, prepared, environment))
+
+
+async def _images(client: docker.DockerClient, everything: bool, environment: str | None) -> None:
+    from orsbox.sandbox.docker.engine import Engine
+    from orsbox.sandbox.docker.snapshots import DockerSnapshots
+    from orsbox.sandbox.prepared import ENVIRONMENT, PreparedCache
+    from orsbox.settings import Settings
+
+    store = DockerSnapshots(Engine(client), server_id="orsbox-gc")
+    forks = await store.sweep()
+    out.print(f"{forks} fork image(s) of dead servers removed.")
+    settings = Settings()
+    cache = PreparedCache(
+        store,
+        max_entries=0 if everything else settings.prepared_cache_max_entries,
+        max_bytes=0 if everything else settings.prepared_cache_max_bytes,
+    )
+    entries = await cache.entries()
+    if environment is not None:
+        entries = [e for e in entries if e.labels.get(ENVIRONMENT) == environment.lower()]
+    _show(entries)
+    if everything:
+        gone = [e for e in entries if await store.remove(e.ref)]
+    else:
+        gone = await cache.evict()
+    out.print(f"{len(gone)} prepared state(s) removed; {len(entries) - len(gone)} kept.")
+
+
+def _show(entries: list[Snapshot]) -> None:
+    if not entries:
+        out.print("No saved prepared states.")
+        return
+    table = Table("PREPARED STATE", "ENVIRONMENT", "SIZE", "LAST USED")
+    for e in entries:
+        used = datetime.datetime.fromtimestamp(e.last_used).isoformat(timespec="seconds")
+        table.add_row(e.name, e.labels.get("orsbox.environment", "-"), _size(e.size_bytes), used)
+    out.print(table)
+
+
+def _size(n: int) -> str:
+    if n < 1024**2:
+        return f"{n / 1024:.0f} KB"
+    return f"{n / 1024**2:.1f} MB" if n < 1024**3 else f"{n / 1024**3:.2f} GB"

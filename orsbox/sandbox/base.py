@@ -19,11 +19,14 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orsbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from orsbox.sandbox.snapshots import SnapshotStore
 
 EXEC_TIMEOUT_S = 60.0
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -210,6 +213,7 @@ class SandboxBackend(abc.ABC):
     """Creates sandboxes and cleans up after dead servers."""
 
     kind: Literal["docker", "fake"]
+    snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox
 
     @abc.abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:

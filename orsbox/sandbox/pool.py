@@ -18,6 +18,9 @@ pool keeps `size` sandboxes started and idle:
 * A refill that fails is retried after a growing pause (a missing image stops the
   shelf until the next demand); a pooled sandbox that died while idle is thrown away.
 * `close()` removes every sandbox, pooled or handed out, as the wrapped backend does.
+* `fill(spec, n)` asks for `n` idle sandboxes of one spec ahead of a burst (the server's
+  `POST /orsbox/warm`); they start `FILL_BATCH` at a time. With a `memory_budget`, the
+  idle sandboxes' memory limits together stay within it: a fill past it keeps fewer.
 
 Pooled sandboxes are started with the session id `pool`, so their containers carry the
 owner labels like any other (sweeps treat them alike) and `orsbox.session=pool`
@@ -43,6 +46,7 @@ POOL_SESSION = "pool"
 IDLE_TTL_S = 600.0
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 60.0
+FILL_BATCH = 8  # sandboxes a requested fill starts at once
 
 
 def shelf_key(spec: SandboxSpec) -> str:
@@ -58,6 +62,7 @@ class Shelf:
     idle: list[Sandbox] = field(default_factory=list)
     last_demand: float = field(default_factory=time.monotonic)
     filler: asyncio.Task[None] | None = None
+    target: int | None = None  # asked for ahead of a burst (`fill`); None: the pool size
 
     def drop_dead(self) -> list[Sandbox]:
         """Take the idle sandboxes that died (killed, engine restarted) off the shelf."""
@@ -76,11 +81,15 @@ class WarmPool(SandboxBackend):
         *,
         idle_ttl_s: float = IDLE_TTL_S,
         refill_concurrency: int = 1,
+        memory_budget: int | None = None,
     ) -> None:
+        """`memory_budget`: idle sandboxes' memory limits together stay within it."""
         self.backend = backend
         self.size = size
+        self.memory_budget = memory_budget
         self.idle_ttl_s = idle_ttl_s
         self.kind: Literal["docker", "fake"] = backend.kind
+        self.snapshots = backend.snapshots
         self._shelves: dict[str, Shelf] = {}
         self._refill_slots = asyncio.Semaphore(refill_concurrency)
         self._handed_out: dict[str, tuple[str, Sandbox]] = {}  # id -> (session, sandbox)
@@ -107,6 +116,26 @@ class WarmPool(SandboxBackend):
         for spec in specs:
             self._refill(self._demand(spec))
 
+    def fill(self, spec: SandboxSpec, count: int) -> int:
+        """Keep `count` idle sandboxes of `spec` ready (ahead of a burst), started
+        `FILL_BATCH` at a time, until no demand for `idle_ttl_s`; return how many the
+        memory budget lets the pool keep."""
+        shelf = self._demand(spec)
+        shelf.target = count
+        self._refill(shelf)
+        return min(count, len(shelf.idle) + self._room(shelf))
+
+    def _wanted(self, shelf: Shelf) -> int:
+        target = self.size if shelf.target is None else shelf.target
+        return max(0, min(target - len(shelf.idle), self._room(shelf)))
+
+    def _room(self, shelf: Shelf) -> int:
+        """How many more sandboxes of `shelf` the memory budget allows."""
+        if self.memory_budget is None:
+            return 1 << 30
+        held = sum(s.spec.limits.memory_bytes * len(s.idle) for s in self._shelves.values())
+        return max(0, (self.memory_budget - held) // shelf.spec.limits.memory_bytes)
+
     def idle_count(self, spec: SandboxSpec | None = None) -> int:
         """Idle sandboxes on `spec`'s shelf, or on all shelves."""
         shelves = self._shelves.values() if spec is None else [self._shelf(spec)]
@@ -129,17 +158,18 @@ class WarmPool(SandboxBackend):
     # -- refilling
 
     def _refill(self, shelf: Shelf) -> None:
-        if self._closed or self.size <= 0:
+        if self._closed or self._wanted(shelf) <= 0:
             return
         if shelf.filler is None or shelf.filler.done():
             shelf.filler = asyncio.create_task(self._fill(shelf))
 
     async def _fill(self, shelf: Shelf) -> None:
         pause = RETRY_FIRST_S
-        while len(shelf.idle) < self.size:
+        while (wanted := self._wanted(shelf)) > 0:
+            batch = min(wanted, FILL_BATCH if shelf.target else 1)
             try:
                 async with self._refill_slots:
-                    sandbox = await self._start_warm(shelf.spec)
+                    await self._start_batch(shelf, batch)
             except ImageNotFound as e:
                 log.warning("warm pool: stopped filling for %s: %s", shelf.spec.image, e)
                 return
@@ -148,8 +178,17 @@ class WarmPool(SandboxBackend):
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX_S)
                 continue
-            shelf.idle.append(sandbox)
             pause = RETRY_FIRST_S
+
+    async def _start_batch(self, shelf: Shelf, count: int) -> None:
+        """Start `count` at once (the backend's start limit still paces them); shelve
+        the ones that started, then raise the first failure."""
+        starts = [self._start_warm(shelf.spec) for _ in range(count)]
+        results = await asyncio.gather(*starts, return_exceptions=True)
+        shelf.idle.extend(r for r in results if isinstance(r, Sandbox))
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def _start_warm(self, spec: SandboxSpec) -> Sandbox:
         """Start a sandbox and its persistent shell: the shell starts on first use
@@ -190,6 +229,7 @@ class WarmPool(SandboxBackend):
             )
         self._discard(shelf.idle)
         shelf.idle = []
+        shelf.target = None
 
     def _discard(self, sandboxes: list[Sandbox]) -> None:
         for sandbox in sandboxes:

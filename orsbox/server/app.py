@@ -5,7 +5,8 @@ Phases, as uvicorn names them:
   environments, the sandbox backend's sweep of leftovers from dead servers, and the
   warm pool's first fill when `warm_pool` > 0);
 * serve — routes in `orsbox.server.routes`, thin, grouped by catalog/sessions/calls/
-  scoring, and the sandbox API's (`sandboxes`) when `sandbox_api` is on;
+  scoring, orsbox's own `/orsbox/*` (`extensions`: fork, warm), and the sandbox API's
+  (`sandboxes`) when `sandbox_api` is on;
 * shutdown — cancel running calls, tear down every session (each teardown bounded by
   `teardown_timeout_s`), remove the sandbox API's sandboxes, close the sandbox backend.
 """
@@ -16,15 +17,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from fastapi import FastAPI
 
 from orsbox import __version__
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
+from orsbox.authoring.setup_cache import CONTEXT_CACHE
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
 from orsbox.sandbox.pool import WarmPool
+from orsbox.sandbox.prepared import PreparedCache
 from orsbox.server.access import TokenMiddleware
 from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
@@ -33,7 +37,7 @@ from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
 from orsbox.server.openapi import install_openapi
 from orsbox.server.policy import check_policy, check_sandbox_api
-from orsbox.server.routes import calls, catalog, sandboxes, scoring, sessions
+from orsbox.server.routes import calls, catalog, extensions, sandboxes, scoring, sessions
 from orsbox.server.sandbox_api import SandboxManager
 from orsbox.server.secrets import install_log_redaction
 from orsbox.server.sessions import SessionManager
@@ -56,7 +60,7 @@ def create_app(
     check_sandbox_api(settings)
     if sandbox_backend is None:
         sandbox_backend = _default_backend(environments, settings)
-    manager = SessionManager(settings)
+    manager = SessionManager(settings, _context_extras(sandbox_backend, settings))
     manager.sandbox_backend = sandbox_backend
     registry = CallRegistry(linger_s=settings.result_linger_s)
     sandbox_api = None
@@ -92,8 +96,9 @@ def create_app(
     app.state.calls = registry
     app.state.sandbox_api = sandbox_api
     app.state.health = HealthProbe(sandbox_backend)
+    app.state.warm_pool = sandbox_backend if isinstance(sandbox_backend, WarmPool) else None
     install_error_handlers(app)
-    for module in (catalog, sessions, calls, scoring):
+    for module in (catalog, sessions, calls, scoring, extensions):
         app.include_router(module.router)
     if sandbox_api is not None:
         app.include_router(sandboxes.router)
@@ -122,9 +127,25 @@ def _default_backend(
         server_id=settings.server_id,
         start_concurrency=settings.sandbox_start_concurrency,
     )
-    if settings.warm_pool == 0:
-        return backend
-    return WarmPool(backend, settings.warm_pool, idle_ttl_s=settings.warm_pool_idle_ttl_s)
+    return WarmPool(  # with warm_pool = 0, it holds only what `POST /orsbox/warm` asks for
+        backend,
+        settings.warm_pool,
+        idle_ttl_s=settings.warm_pool_idle_ttl_s,
+        memory_budget=settings.warm_pool_memory_bytes,
+    )
+
+
+def _context_extras(backend: SandboxBackend | None, settings: Settings) -> dict[str, Any]:
+    """What every environment instance is handed: the prepared-state cache, when the
+    backend can save sandboxes."""
+    if backend is None or backend.snapshots is None:
+        return {}
+    cache = PreparedCache(
+        backend.snapshots,
+        max_entries=settings.prepared_cache_max_entries,
+        max_bytes=settings.prepared_cache_max_bytes,
+    )
+    return {CONTEXT_CACHE: cache}
 
 
 def _prewarm(backend: SandboxBackend, environments: Sequence[type[Environment]]) -> None:

@@ -49,6 +49,11 @@ class Session:
     secret_values: list[str] = field(default_factory=list)
     setup_task: asyncio.Task[None] | None = None
     closed: bool = False
+    # What the session was made from, for a fork (`orsbox.server.forks`) to make more.
+    task_spec: dict[str, Any] = field(default_factory=dict)
+    secrets: dict[str, SecretStr] = field(default_factory=dict)
+    toolset: str | None = None
+    start_from: Any = None  # a fork's SharedSnapshot, released at teardown
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -142,12 +147,16 @@ class SessionManager:
         task_spec: dict[str, Any],
         secrets: dict[str, SecretStr],
         toolset: str | None = None,
+        start_from: Any = None,
     ) -> Session:
+        """`start_from`: a fork's snapshot to start the sandbox from."""
         if sid in self._sessions:
             raise BadRequest(f"session {sid!r} already exists")
         self._check_capacity()
         self._deleted.pop(sid, None)
         session = Session(sid=sid, env_name=env_name, env_cls=env_cls)
+        session.task_spec, session.secrets, session.toolset = task_spec, secrets, toolset
+        session.start_from = start_from
         session.secret_values = LIVE_SECRETS.add(secrets)
         self._sessions[sid] = session
         session.setup_task = asyncio.create_task(self._setup(session, task_spec, secrets, toolset))
@@ -207,6 +216,7 @@ class SessionManager:
             sandbox_backend=self.sandbox_backend,
             settings=self.settings,
             extras=self.context_extras,
+            start_from=session.start_from,
         )
         session.env = env
         if toolset is not None:
@@ -234,13 +244,16 @@ class SessionManager:
 
     async def _teardown(self, session: Session) -> None:
         env, session.env = session.env, None
-        if env is None:
-            return
-        try:
-            with anyio.fail_after(self.settings.teardown_timeout_s):
-                await call_user(env.teardown)
-        except Exception as e:
-            log.warning("session %s teardown failed: %s", session.sid, LIVE_SECRETS.redact(repr(e)))
+        if env is not None:
+            try:
+                with anyio.fail_after(self.settings.teardown_timeout_s):
+                    await call_user(env.teardown)
+            except Exception as e:
+                message = LIVE_SECRETS.redact(repr(e))
+                log.warning("session %s teardown failed: %s", session.sid, message)
+        start_from, session.start_from = session.start_from, None
+        if start_from is not None:  # its sandbox is gone: the fork's image may go too
+            await start_from.release()
 
     def _remember_deleted(self, sid: str) -> None:
         self._deleted[sid] = None

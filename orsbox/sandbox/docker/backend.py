@@ -43,6 +43,7 @@ from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.loader import agent_argv, agent_payload
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox, check
+from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.start_limit import StartLimit
 
 log = logging.getLogger("orsbox.sandbox.docker")
@@ -79,6 +80,7 @@ class DockerBackend(SandboxBackend):
             start_concurrency or START_CONCURRENCY, fixed=start_concurrency is not None
         )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
+        self.snapshots = DockerSnapshots(self.engine, self.server_id)
 
     # -- start
 
@@ -202,12 +204,16 @@ class DockerBackend(SandboxBackend):
                 tg.start_soon(self._remove_quietly, container_id)
         if doomed:
             log.info("swept %d container(s) of dead servers", len(doomed))
+        images = await self.snapshots.sweep()
+        if images:
+            log.info("swept %d snapshot image(s) of dead servers", images)
         return len(doomed)
 
     async def close(self) -> None:
         async with anyio.create_task_group() as tg:
             for sandbox in list(self._sandboxes.values()):
                 tg.start_soon(self._close_quietly, sandbox)
+        await self.snapshots.close()
         await anyio.to_thread.run_sync(self.engine.close)
 
     async def _close_quietly(self, sandbox: DockerSandbox) -> None:

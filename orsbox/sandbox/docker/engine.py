@@ -252,6 +252,54 @@ class Engine:
         exec_id = api.exec_create(container_id, argv, stdin=True, tty=False, user=user)["Id"]
         return own_socket(api.exec_start(exec_id, socket=True, tty=False))
 
+    # -- images made from containers (prepared-state cache, forks: `snapshots.py`)
+
+    async def commit(
+        self, container_id: str, repository: str, tag: str, labels: dict[str, str]
+    ) -> str:
+        """Save the container's filesystem as image `repository:tag`; return its id.
+        The container is paused meanwhile (a consistent copy) and goes on afterwards.
+        `labels` are merged over the ones the container carries."""
+        fn = functools.partial(
+            self.client.api.commit,
+            container_id,
+            repository=repository,
+            tag=tag,
+            conf={"Labels": labels},
+            pause=True,
+        )
+        return (await self.run("commit container", fn))["Id"]
+
+    async def images(self, labels: list[str] | None = None) -> list[dict[str, Any]]:
+        """Images carrying every label in `labels` (all images, intermediate ones too,
+        when None)."""
+        api = self.client.api
+        if labels is None:
+            fn = functools.partial(api.images, all=True)
+        else:
+            fn = functools.partial(api.images, filters={"label": labels})
+        return await self.run("list images", fn)
+
+    async def tag_image(self, image: str, repository: str, tag: str) -> None:
+        await self.run(f"tag image {image}", self.client.api.tag, image, repository, tag)
+
+    async def remove_image(self, image: str) -> bool:
+        """Remove an image or one of its tags (never forced). False when a container
+        still uses it (the engine answers 409); True when removed or already gone."""
+
+        def remove() -> bool:
+            try:
+                self.client.api.remove_image(image, noprune=False)
+            except docker.errors.ImageNotFound:
+                return True
+            except docker.errors.APIError as e:
+                if e.status_code == 409:
+                    return False
+                raise
+            return True
+
+        return await self.run(f"remove image {image}", remove)
+
     def close(self) -> None:
         if self._owns_client and self._client is not None:
             self._client.close()
