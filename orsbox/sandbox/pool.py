@@ -118,10 +118,13 @@ class WarmPool(SandboxBackend):
 
     def fill(self, spec: SandboxSpec, count: int) -> int:
         """Keep `count` idle sandboxes of `spec` ready (ahead of a burst), started
-        `FILL_BATCH` at a time, until no demand for `idle_ttl_s`; return how many the
-        memory budget lets the pool keep."""
+        `FILL_BATCH` at a time, until no demand for `idle_ttl_s` (0 removes the idle
+        ones now); return how many the memory budget lets the pool keep."""
         shelf = self._demand(spec)
         shelf.target = count
+        if len(shelf.idle) > count:  # fewer asked for: the rest are removed
+            self._discard(shelf.idle[count:])
+            shelf.idle = shelf.idle[:count]
         self._refill(shelf)
         return min(count, len(shelf.idle) + self._room(shelf))
 

@@ -50,11 +50,19 @@ def cache_key(environment: str, image_id: str, inputs: Any) -> str:
 
 class PreparedCache:
     def __init__(
-        self, store: SnapshotStore, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES
+        self,
+        store: SnapshotStore,
+        *,
+        max_entries: int = MAX_ENTRIES,
+        max_bytes: int = MAX_BYTES,
+        scope: dict[str, str] | None = None,
     ) -> None:
+        """`scope`: labels every entry of this cache carries and the only entries it
+        lists, counts and evicts (tests sharing an engine keep to their own)."""
         self.store = store
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self.scope = dict(scope or {})
         self._locks: dict[str, asyncio.Lock] = {}
         self._users: dict[str, int] = {}
 
@@ -76,7 +84,7 @@ class PreparedCache:
 
     async def lookup(self, key: str) -> Snapshot | None:
         """The entry for `key`, marked as used now; None when there is none."""
-        found = await self.store.find(KIND, {KEY: key})
+        found = await self.store.find(KIND, {**self.scope, KEY: key})
         if not found:
             return None
         entry = max(found, key=lambda s: s.last_used)
@@ -86,7 +94,7 @@ class PreparedCache:
     async def save(self, sandbox: Sandbox, key: str, environment: str, name: str) -> Snapshot:
         """Save `sandbox` (just after its setup succeeded) as `key`'s entry, then evict
         what the bounds no longer hold."""
-        labels = {KEY: key, ENVIRONMENT: environment}
+        labels = {**self.scope, KEY: key, ENVIRONMENT: environment}
         entry = await self.store.commit(sandbox, kind=KIND, name=name, labels=labels)
         log.info("prepared state of %s saved as %s", name, entry.name)
         await self.evict(keep=entry.ref)
@@ -94,7 +102,7 @@ class PreparedCache:
 
     async def entries(self) -> list[Snapshot]:
         """Every entry, least recently used first, with its size."""
-        found = await self.store.find(KIND, sizes=True)
+        found = await self.store.find(KIND, self.scope, sizes=True)
         return sorted(found, key=lambda s: s.last_used)
 
     async def evict(self, *, keep: str | None = None) -> list[Snapshot]:

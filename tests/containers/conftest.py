@@ -103,3 +103,8 @@ def episode(container_server: LiveServer) -> Iterator[Episode]:
     ep = open_episode(container_server)
     yield ep
     ep.delete()
+
+
+def idle(url: str, warm: dict) -> int:
+    """Idle sandboxes ready now, as the (idempotent) warm request answers."""
+    return httpx.post(f"{url}/orsbox/warm", json=warm, timeout=60).json()["idle"]

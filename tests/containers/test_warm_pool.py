@@ -8,7 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 import docker
 import httpx
 
-from tests.containers.conftest import Episode, labelled, open_episode, start_container_server
+from tests.containers.conftest import (
+    Episode,
+    idle,
+    labelled,
+    open_episode,
+    start_container_server,
+)
 from tests.waiting import wait_until
 
 
@@ -77,3 +83,27 @@ def test_a_burst_of_creates_all_succeed(
             ep.delete()
     finally:
         server.stop()
+
+
+def test_a_warm_request_fills_the_pool_ahead_of_a_burst(
+    tmp_path, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    server = start_container_server(tmp_path, setup_wait_s=120)  # warm_pool = 0
+    pooled = {"orsbox.server": server.server_id, "orsbox.session": "pool"}
+    try:
+        body = {"env_name": "onlybash", "count": 3}
+        answer = httpx.post(f"{server.url}/orsbox/warm", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["target"] == 3
+        wait_until(lambda: idle(server.url, body) == 3, 60, 0.2, "three ready")
+        assert len(labelled(docker_client, **pooled)) == 3
+        episodes = [open_episode(server, "onlybash") for _ in range(2)]
+        for ep in episodes:
+            assert ep.bash("echo hi")[0] == "hi\n"
+            assert labelled(docker_client, **{"orsbox.session": ep.sid}) == []
+            ep.delete()
+        unknown = httpx.post(f"{server.url}/orsbox/warm", json={**body, "env_name": "nope"})
+        assert unknown.status_code == 404 and "detail" in unknown.json()
+    finally:
+        server.stop()
+    assert labelled(docker_client, **{"orsbox.server": server.server_id}) == []

@@ -230,3 +230,31 @@ async def test_refills_run_one_at_a_time_over_all_shelves() -> None:
     await wait_until_async(lambda: pool.idle_count() == 6, 5)
     assert peak == 1
     await pool.close()
+
+
+async def test_a_requested_fill_starts_ahead_of_a_burst_within_the_memory_budget() -> None:
+    backend = MemoryBackend()
+    gib = 1024**3
+    pool = WarmPool(backend, 0, memory_budget=5 * gib)
+    big = SandboxSpec(image="big", limits={"memory_bytes": 2 * gib})  # type: ignore[arg-type]
+    assert pool.fill(SPEC, 3) == 3  # 1 GiB each
+    await wait_until_async(lambda: pool.idle_count(SPEC) == 3, 5)
+    assert pool.fill(big, 4) == 1  # 3 GiB held: room for one of 2 GiB
+    await wait_until_async(lambda: pool.idle_count(big) == 1, 5)
+    await asyncio.sleep(0.05)
+    assert pool.idle_count() == 4 and len(backend.started) == 4  # no more than the budget
+
+    taken = await pool.start(SPEC.model_copy(update={"session_id": "s9"}))
+    assert taken.spec.session_id == POOL_SESSION  # the burst gets a warm one
+    await wait_until_async(lambda: pool.idle_count(SPEC) == 3, 5)  # kept at the target
+    await pool.close()
+    assert backend.live == {}
+
+
+async def test_a_pool_of_size_zero_starts_nothing_unasked() -> None:
+    backend = MemoryBackend()
+    pool = WarmPool(backend, 0, memory_budget=1024**4)
+    sandbox = await pool.start(SPEC)
+    await asyncio.sleep(0.05)
+    assert backend.started == [sandbox] and pool.idle_count() == 0
+    await pool.close()

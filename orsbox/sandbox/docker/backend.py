@@ -21,6 +21,7 @@ owner labels (`labels.py`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
@@ -81,6 +82,7 @@ class DockerBackend(SandboxBackend):
         )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
+        self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
 
     # -- start
 
@@ -100,8 +102,7 @@ class DockerBackend(SandboxBackend):
             disk = await self._disk_plan(spec)
             tmpfs = disk.tmpfs() if disk else None
             options = container_options(spec, name, labels, self._run_options, tmpfs=tmpfs)
-            with anyio.CancelScope(shield=True):  # a cancelled create would lose the id
-                container_id = await self.engine.create(options)
+            container_id = await self._create(options)
         except ImageNotFound:
             raise ImageNotFound(
                 f"image {spec.image!r} not found; {build_hint(spec.image)}"
@@ -121,6 +122,25 @@ class DockerBackend(SandboxBackend):
                 else:
                     await self._remove_quietly(container_id)
             raise
+
+    async def _create(self, options: dict[str, Any]) -> str:
+        """Create the container; a caller cancelled meanwhile leaves nothing behind.
+        An anyio shield does not hold against a native `Task.cancel()` (how a deleted
+        session's setup is stopped), so the create runs as a task of its own: when its
+        caller is gone, the container it makes is removed as soon as it exists."""
+        create = asyncio.ensure_future(self.engine.create(options))
+        try:
+            return await asyncio.shield(create)
+        except asyncio.CancelledError:
+            create.add_done_callback(self._remove_orphan)
+            raise
+
+    def _remove_orphan(self, create: asyncio.Future[str]) -> None:
+        if create.cancelled() or create.exception() is not None:
+            return
+        task = asyncio.ensure_future(self._remove_quietly(create.result()))
+        self._orphans.add(task)
+        task.add_done_callback(self._orphans.discard)
 
     async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
         if spec.limits.disk_bytes is None:
@@ -213,6 +233,7 @@ class DockerBackend(SandboxBackend):
         async with anyio.create_task_group() as tg:
             for sandbox in list(self._sandboxes.values()):
                 tg.start_soon(self._close_quietly, sandbox)
+        await asyncio.gather(*self._orphans, return_exceptions=True)
         await self.snapshots.close()
         await anyio.to_thread.run_sync(self.engine.close)
 
