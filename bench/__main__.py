@@ -22,8 +22,10 @@ from bench import (
     coldstart,
     create,
     flood,
+    fork,
     harbor,
     idle,
+    prepared,
     protocol,
     roundtrip,
     swebench,
@@ -43,6 +45,8 @@ PARTS = {
     "idle": idle,
     "flood": flood,
     "swebench": swebench,
+    "prepared": prepared,
+    "fork": fork,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

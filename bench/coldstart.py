@@ -26,13 +26,13 @@ from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 
 
-def sdk_run(bench: Bench, exec_true: bool) -> float:
+def sdk_run(bench: Bench, exec_true: bool, image: str | None = None) -> float:
     api = bench.docker.api
     started = time.perf_counter()
     config = api.create_host_config(init=True, network_mode="none")
     labels = {BENCH_LABEL: bench.run_id}
     cid = api.create_container(
-        bench.image, ["sleep", "infinity"], labels=labels, host_config=config
+        image or bench.image, ["sleep", "infinity"], labels=labels, host_config=config
     )
     api.start(cid["Id"])
     if exec_true:
