@@ -188,7 +188,10 @@ class WarmPool(SandboxBackend):
         the ones that started, then raise the first failure."""
         starts = [self._start_warm(shelf.spec) for _ in range(count)]
         results = await asyncio.gather(*starts, return_exceptions=True)
-        shelf.idle.extend(r for r in results if isinstance(r, Sandbox))
+        started = [r for r in results if isinstance(r, Sandbox)]
+        keep = self._wanted(shelf)  # fewer when asked meanwhile (a fill of 0, the TTL)
+        shelf.idle.extend(started[:keep])
+        self._discard(started[keep:])
         for result in results:
             if isinstance(result, BaseException):
                 raise result

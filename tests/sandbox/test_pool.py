@@ -258,3 +258,17 @@ async def test_a_pool_of_size_zero_starts_nothing_unasked() -> None:
     await asyncio.sleep(0.05)
     assert backend.started == [sandbox] and pool.idle_count() == 0
     await pool.close()
+
+
+async def test_a_fill_of_zero_removes_the_idle_and_what_was_starting() -> None:
+    backend = MemoryBackend(delay_s=0.2)
+    pool = WarmPool(backend, 0)
+    pool.fill(SPEC, 2)
+    await wait_until_async(lambda: pool.idle_count(SPEC) == 2, 5)
+    await pool.start(SPEC)  # the refill starts one more ...
+    await wait_until_async(lambda: backend.attempts == 3, 5)
+    pool.fill(SPEC, 0)  # ... and the pool is asked to hold none meanwhile
+    await wait_until_async(lambda: fillers_done(pool), 5)
+    await wait_until_async(lambda: len(backend.live) == 1, 5)  # only the session's
+    assert pool.idle_count() == 0
+    await pool.close()
