@@ -59,7 +59,9 @@ async def run(bench: Bench) -> list[Row]:
             samples["fork answered"].append(answered)
             samples["all answering"].append(elapsed)
             samples["docker"].append(await docker_round(bench))
-        assert await source.bash("stat -c %s /workspace/big") == "50000000\n"
+        await source.conn.close()  # idle past the keep-alive: a fresh connection
+        source.conn = await Connection.open(server.url)
+        assert await source.bash("stat -c %s /workspace/big") == "50000000\n"  # untouched
         await source.delete()
         loads.append(load())
     finally:

@@ -16,6 +16,13 @@ never runs past it (its timeout is cut to what is left), and a call after it is
 answered by `episode_timed_out` instead of the tool: a terminal error by default, the
 episode graded and finished where an environment overrides it (benchmark formats do).
 
+`setup_cache = True` saves each task's sandbox after a setup that succeeded and starts
+the task's later episodes from it, skipping `task_files` and `prepare`
+(`orsbox.sandbox.prepared`; `setup_inputs` says what the key covers). Only files are
+saved: a `prepare` that sets attributes on `self`, starts processes or writes to host
+mounts must not be cached. A fork's session (`EnvironmentContext.start_from`) starts
+from another session's files the same way.
+
 When the sandbox dies under the session (out of memory, `docker kill`), the next tool
 call fails with an SSE `error` naming what happened, the sandbox's resources are freed,
 and every later call fails the same way: the episode cannot go on.
@@ -177,6 +184,7 @@ class ContainerEnvironment(Environment):
                 try:
                     self._sandbox = await self._backend().start(_from_image(spec, entry.ref))
                     self.setup_from_cache = True
+                    log.info("%s: started from the saved setup %s", spec.session_id, entry.name)
                     return
                 except ImageNotFound:  # evicted between the look-up and the start
                     pass
