@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,6 +17,7 @@ from tests.containers.conftest import (
     open_episode,
     start_container_server,
 )
+from tests.servers import ROOT
 from tests.waiting import wait_until
 
 
@@ -104,6 +107,12 @@ def test_a_warm_request_fills_the_pool_ahead_of_a_burst(
             ep.delete()
         unknown = httpx.post(f"{server.url}/orsbox/warm", json={**body, "env_name": "nope"})
         assert unknown.status_code == 404 and "detail" in unknown.json()
+        argv = [sys.executable, "-m", "orsbox.cli.main", "warm", "onlybash", "0"]
+        done = subprocess.run(
+            [*argv, "--url", server.url], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0 and "keeping 0 idle" in done.stdout, done.stdout + done.stderr
+        wait_until(lambda: labelled(docker_client, **pooled) == [], 30, 0.2, "pool emptied")
     finally:
         server.stop()
     assert labelled(docker_client, **{"orsbox.server": server.server_id}) == []
