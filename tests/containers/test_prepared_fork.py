@@ -72,15 +72,20 @@ def env_name() -> str:
 
 
 @pytest.fixture(scope="module")
+def env_folder(tmp_path_factory: pytest.TempPathFactory, env_name: str) -> Path:
+    return write_environment(tmp_path_factory.mktemp("prepared"), env_name)
+
+
+@pytest.fixture(scope="module")
 def server(
     tmp_path_factory: pytest.TempPathFactory,
     env_name: str,
+    env_folder: Path,
     base_image: str,
     docker_client: docker.DockerClient,
 ) -> Iterator[LiveServer]:
-    folder = write_environment(tmp_path_factory.mktemp("prepared"), env_name)
     live = start_container_server(
-        tmp_path_factory.mktemp("server"), targets=[str(folder)], setup_wait_s=120
+        tmp_path_factory.mktemp("server"), targets=[str(env_folder)], setup_wait_s=120
     )
     yield live
     live.stop()
@@ -269,3 +274,18 @@ def test_warming_a_cached_task_pools_its_prepared_state(
     body["count"] = 0  # warmed sandboxes are removed on request
     assert httpx.post(f"{server.url}/orsbox/warm", json=body, timeout=60).status_code == 200
     wait_until(lambda: labelled(docker_client, **pooled) == [], 30, 0.1, "pool emptied")
+
+
+def test_saved_states_survive_a_restart(
+    server: LiveServer, env_name: str, env_folder: Path, tmp_path: Path
+) -> None:
+    ep = open_task(server, env_name, 0)
+    _, saved_stamp = state(ep)  # from the saved state (or saved now)
+    ep.delete()
+    later = start_container_server(tmp_path, targets=[str(env_folder)], setup_wait_s=120)
+    try:
+        again = open_task(later, env_name, 0)
+        assert state(again)[1] == saved_stamp, "a new server ran the setup again"
+        again.delete()
+    finally:
+        later.stop()
