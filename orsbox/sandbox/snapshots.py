@@ -108,5 +108,6 @@ class SharedSnapshot:
     async def release(self, count: int = 1) -> None:
         """`count` users are done with it (their sandboxes are gone or never started)."""
         self.users -= count
-        if self.users == 0:
-            await remove_when_free(self.store, self.snapshot.ref)
+        if self.users == 0:  # by name: a fork of a fork's image only untags its parent,
+            # which goes with the child (docker removes untagged parents with it)
+            await remove_when_free(self.store, self.snapshot.name)

@@ -289,3 +289,18 @@ def test_saved_states_survive_a_restart(
         again.delete()
     finally:
         later.stop()
+
+
+def test_a_fork_of_a_fork_leaves_no_image(
+    server: LiveServer, env_name: str, docker_client: docker.DockerClient
+) -> None:
+    source = open_task(server, env_name, 1)
+    source.bash("echo one > /workspace/level")
+    (first,) = (Episode(server, sid, env_name) for sid in fork(source, 1).json()["sids"])
+    first.bash("echo two >> /workspace/level")
+    (second,) = (Episode(server, sid, env_name) for sid in fork(first, 1).json()["sids"])
+    assert second.bash("cat /workspace/level")[0] == "one\ntwo\n"
+    first.delete()  # its image is the parent of the second fork's
+    second.delete()
+    source.delete()
+    wait_until(lambda: fork_images(docker_client, env_name) == [], 15, 0.1, "fork images gone")
