@@ -89,7 +89,7 @@ class WarmPool(SandboxBackend):
         self.memory_budget = memory_budget
         self.idle_ttl_s = idle_ttl_s
         self.kind: Literal["docker", "fake"] = backend.kind
-        self.snapshots = backend.snapshots
+        self.snapshots = getattr(backend, "snapshots", None)
         self._shelves: dict[str, Shelf] = {}
         self._refill_slots = asyncio.Semaphore(refill_concurrency)
         self._handed_out: dict[str, tuple[str, Sandbox]] = {}  # id -> (session, sandbox)
