@@ -9,7 +9,8 @@ one per model reply:
     {"tool": "submit", "arguments": {"answer": "7"}}   a tool call
     {"tool": "submit", "raw": "{answer: 7"}            a call whose arguments are not JSON
     {"say": "thinking"}                                a reply without a tool call
-    and on any step: "delay_s": 3 (the first time this reply is asked for),
+    and on any step: "delay_s": 3 (the first time the task's reply at this turn is
+    asked for: a retry after a timeout starts a new attempt),
     "hold": true (until `release()`), "rendezvous": n (until n replies wait together)
 
 and an attempt may start with `{"fail": [429, 500]}`: its first requests get those
@@ -55,7 +56,7 @@ class Script:
 class _State:
     starts: Counter[str] = field(default_factory=Counter)  # attempts handed out, per task
     failures: Counter[tuple[str, int]] = field(default_factory=Counter)
-    delayed: set[tuple[str, int, int]] = field(default_factory=set)
+    delayed: set[tuple[str, int]] = field(default_factory=set)  # (task, turn) delayed once
     in_flight: int = 0
     most_in_flight: int = 0
     waiting: int = 0  # replies waiting at a rendezvous
@@ -115,7 +116,7 @@ class ModelServer:
             attempt = failed
         steps = [s for s in script.attempts[attempt % len(script.attempts)] if "fail" not in s]
         step = steps[min(turn, len(steps) - 1)]
-        await self._wait(step, (script.match, attempt, turn))
+        await self._wait(step, (script.match, turn))
         return JSONResponse(_completion(body, step, attempt, turn))
 
     def _script(self, messages: list[dict[str, Any]]) -> Script | None:
@@ -138,7 +139,7 @@ class ModelServer:
         state.conversations[script.match] += 1
         return attempt
 
-    async def _wait(self, step: Step, reply: tuple[str, int, int]) -> None:
+    async def _wait(self, step: Step, reply: tuple[str, int]) -> None:
         if step.get("delay_s") and reply not in self.state.delayed:
             self.state.delayed.add(reply)
             await asyncio.sleep(step["delay_s"])
