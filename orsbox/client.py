@@ -161,11 +161,22 @@ class AsyncSession:
         _json(response, "/create")
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        # shielded: a cancelled episode (Ctrl-C, a time limit) still frees its session
-        delete = self._http.post(f"{self.url}/delete", headers=self._headers, timeout=30)
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        """Delete the session even when cancelled (Ctrl-C, a time limit), and however
+        often: a cancellation that arrives meanwhile is raised once it is deleted."""
+        delete = asyncio.ensure_future(self._delete())
+        interrupted = False
+        while not delete.done():
+            try:
+                await asyncio.shield(delete)
+            except asyncio.CancelledError:
+                interrupted = True
+        if interrupted and exc_type is None:
+            raise asyncio.CancelledError
+
+    async def _delete(self) -> None:
         with contextlib.suppress(httpx.HTTPError):
-            await asyncio.shield(delete)
+            await self._http.post(f"{self.url}/delete", headers=self._headers, timeout=30)
 
     async def prompt(self) -> list[dict[str, Any]]:
         """The prompt blocks; waits while the environment's setup runs."""

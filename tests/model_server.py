@@ -44,6 +44,7 @@ Step = dict[str, Any]
 ATTEMPT_ID = re.compile(r"^call_(\d+)_")
 ATTEMPT_TEXT = re.compile(r"^\[attempt (\d+)\]")
 RENDEZVOUS_TIMEOUT_S = 20.0
+MODEL = "scripted"  # the one model this server has
 
 
 @dataclass
@@ -104,6 +105,8 @@ class ModelServer:
             state.in_flight -= 1
 
     async def _answer(self, body: dict[str, Any]) -> JSONResponse:
+        if body["model"] != MODEL:
+            return _error(404, f"The model `{body['model']}` does not exist.")
         script = self._script(body["messages"])
         if script is None:
             return _error(400, "the scripted model has no script for this prompt")

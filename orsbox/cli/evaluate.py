@@ -12,16 +12,23 @@ import asyncio
 import contextlib
 import re
 import signal
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from orsbox.cli.dataset_options import with_dataset_options
+from orsbox.cli.run import ServerToken, ServerUrl
 from orsbox.errors import ManifestError, OrsboxError
 from orsbox.formats import FormatOptions
+
+if TYPE_CHECKING:
+    from orsbox.evaluation.episode import Server
+    from orsbox.evaluation.results import ResultStore
+    from orsbox.evaluation.scheduler import Outcome, Plan
 
 out = Console(highlight=False)
 EXIT_INTERRUPTED = 130
@@ -85,14 +92,8 @@ def evaluate(
             show_default=False,
         ),
     ] = None,
-    url: Annotated[
-        str | None,
-        typer.Option(help="a running ORS server, e.g. http://127.0.0.1:8080; default: in-process"),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(envvar="ORSBOX_TOKEN", help="the ORS server's API token, if it needs one"),
-    ] = None,
+    url: ServerUrl = None,
+    token: ServerToken = None,
     split: Annotated[
         str | None,
         typer.Option(help="task split (default: the first one)", rich_help_panel=_EPISODES),
@@ -178,9 +179,11 @@ def evaluate(
 
 
 @contextlib.contextmanager
-def _served(target: str | None, url: str | None, token: str | None, dataset: FormatOptions):
+def _served(
+    target: str | None, url: str | None, token: str | None, dataset: FormatOptions
+) -> Iterator[Server]:
     """The environment's `Server`: at --url, or served here for the length of the run."""
-    from orsbox.cli.run import _local_environment, local_server
+    from orsbox.cli.run import local_environment, local_server
     from orsbox.evaluation.episode import Server
 
     if url is not None:
@@ -189,7 +192,7 @@ def _served(target: str | None, url: str | None, token: str | None, dataset: For
     if target is None:
         raise typer.BadParameter("name what to evaluate, or give --url", param_hint="TARGET")
     try:
-        environments = _local_environment(target, dataset)
+        environments = local_environment(target, dataset)
     except ManifestError as e:
         raise typer.BadParameter(str(e), param_hint="TARGET") from e
     if len(environments) > 1:
@@ -212,18 +215,21 @@ def _first_environment(url: str, token: str | None) -> str:
         ) from None
 
 
-def _run(plan, out_dir: Path | None) -> None:  # type: ignore[no-untyped-def]
+def _run(plan: Plan, out_dir: Path | None) -> None:
     import httpx
 
     from orsbox.client import ClientError
     from orsbox.evaluation.report import table
     from orsbox.evaluation.results import ResultStore
+    from orsbox.evaluation.tasks import TaskSelectionError
 
     folder = out_dir or Path("evals") / _slug(
         f"{plan.server.env}-{plan.split or 'first'}-{plan.model.model}"
     )
     try:
         outcome = asyncio.run(_interruptible(plan, ResultStore(folder)))
+    except TaskSelectionError as e:
+        raise typer.BadParameter(str(e).removeprefix("--tasks: "), param_hint="--tasks") from None
     except (ClientError, OrsboxError) as e:
         out.print(f"[red]evaluation failed:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
@@ -235,6 +241,10 @@ def _run(plan, out_dir: Path | None) -> None:  # type: ignore[no-untyped-def]
     out.print(table(summary, title))
     for message in summary["error_messages"][:5]:
         out.print(f"[red]error:[/red] {escape(message)}")
+    if summary["errors"]:
+        out.print(
+            f"{summary['errors']} episode(s) ended in an error: --retry-errors plays them again"
+        )
     out.print(f"results: {folder}/results.jsonl  summary: {folder}/summary.json")
     if outcome.interrupted:
         left = outcome.planned - summary["episodes"]
@@ -242,7 +252,7 @@ def _run(plan, out_dir: Path | None) -> None:  # type: ignore[no-untyped-def]
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
-async def _interruptible(plan, store):  # type: ignore[no-untyped-def]
+async def _interruptible(plan: Plan, store: ResultStore) -> Outcome:
     """`evaluate`, which the first SIGINT or SIGTERM stops cleanly (sessions deleted,
     summary written); a second Ctrl-C stops at once."""
     from orsbox.evaluation.scheduler import evaluate

@@ -104,8 +104,8 @@ async def play(
     limits: Limits,
     system_prompt: str | None = None,
 ) -> Episode:
-    """Play the episode; never raises for what a server or model does (see `Episode`),
-    only for cancellation."""
+    """Play the episode; raises only when cancelled or when the model refuses for good
+    (`ModelError.fatal`): anything else a server or model does is in the `Episode`."""
     episode = Episode(task, epoch)
     started = time.monotonic()
     try:
@@ -116,6 +116,8 @@ async def play(
     except (ClientError, httpx.HTTPError) as e:
         episode.status, episode.error = ERROR, f"environment: {_text(e)}"
     except ModelError as e:
+        if e.fatal:
+            raise
         episode.status, episode.error = ERROR, str(e)
     finally:
         episode.seconds = time.monotonic() - started

@@ -18,12 +18,19 @@ import openai
 from orsbox.errors import OrsboxError
 
 RETRY_STATUSES = frozenset({408, 409, 429})
+# no episode can succeed past these (a wrong key, an unknown model): the run stops
+FATAL_STATUSES = frozenset({401, 403, 404})
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
 
 
 class ModelError(OrsboxError):
-    """The model failed for good: a request it refuses, or retries used up."""
+    """The model failed for good: a request it refuses, or retries used up. `fatal`:
+    it will refuse every request (the key or the model name is wrong)."""
+
+    def __init__(self, message: str, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,8 @@ class Model:
                 )
             except openai.APIError as e:
                 if not _passing(e) or attempt == self.settings.retries:
-                    raise ModelError(_describe(e, attempt)) from None
+                    fatal = getattr(e, "status_code", None) in FATAL_STATUSES
+                    raise ModelError(_describe(e, attempt), fatal) from None
                 await asyncio.sleep(backoff_s(attempt, e))
                 continue
             return _reply(response, attempt)
@@ -123,7 +131,9 @@ def _passing(error: openai.APIError) -> bool:
 
 def _describe(error: openai.APIError, attempt: int) -> str:
     status = getattr(error, "status_code", None)
-    what = f"HTTP {status}: {error.message}" if status else f"{type(error).__name__}: {error}"
+    body = error.body if isinstance(error.body, dict) else {}
+    detail = body.get("message") or error.message
+    what = f"HTTP {status}: {detail}" if status else f"{type(error).__name__}: {error}"
     tried = f" (after {attempt} retries)" if attempt else ""
     return f"model request failed{tried}: {what}"
 

@@ -27,7 +27,7 @@ from rich.progress import (
 from orsbox.client import list_splits, list_tasks
 from orsbox.evaluation import report
 from orsbox.evaluation.episode import ERROR, Limits, Server, Task, play
-from orsbox.evaluation.model import Model, ModelSettings
+from orsbox.evaluation.model import Model, ModelError, ModelSettings
 from orsbox.evaluation.results import Key, ResultStore
 from orsbox.evaluation.tasks import select_tasks, task_id
 
@@ -65,6 +65,7 @@ class _Tally:
     records: dict[Key, dict[str, Any]]
     running: int = 0
     ran: int = 0
+    fatal: ModelError | None = None  # why the run stopped early
 
     def fields(self) -> dict[str, Any]:
         done = list(self.records.values())
@@ -79,7 +80,9 @@ async def evaluate(
 ) -> Outcome:
     """Play what is missing and return the summary (also written to summary.json).
     Cancelled (Ctrl-C), it stops the episodes running, deletes their sessions, and
-    returns the summary of what is recorded with `interrupted` set."""
+    returns the summary of what is recorded with `interrupted` set. A model that
+    refuses every request (`ModelError.fatal`) stops the run the same way, and the
+    error is raised once the summary is written."""
     started = time.monotonic()
     async with http or _http(plan.concurrency) as client:
         split, tasks = await _tasks(client, plan)
@@ -109,6 +112,8 @@ async def evaluate(
             )
             outcome.summary.update(run, complete=len(tally.records) == len(keys))
             store.write_summary(outcome.summary)
+            if tally.fatal is not None:
+                raise tally.fatal
             return outcome
         finally:
             store.close()
@@ -167,6 +172,9 @@ async def _play_all(
                 progress.update(bar, **tally.fields())
                 try:
                     await _play_one(client, plan, model, task, epoch, tally, store)
+                except ModelError as e:  # fatal: stop every worker
+                    tally.fatal = e
+                    raise
                 finally:
                     tally.running -= 1
                 progress.update(bar, advance=1, **tally.fields())
@@ -175,6 +183,8 @@ async def _play_all(
             async with asyncio.TaskGroup() as group:
                 for _ in range(min(plan.concurrency, len(todo))):
                     group.create_task(worker())
+        except* ModelError:
+            pass  # kept in tally.fatal; raised once the summary is written
         finally:
             await asyncio.shield(model.close())
 

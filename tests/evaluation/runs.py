@@ -46,6 +46,7 @@ def run_eval(
         text=True,
         timeout=EVAL_TIMEOUT_S,
     )
+    assert "Traceback" not in done.stderr, done.stderr  # every failure is a clear message
     return done
 
 

@@ -108,6 +108,8 @@ def test_errors_limits_images_and_options_reach_the_right_place(tmp_path: Path) 
         sent = model.state.requests[-1]
         assert (sent["max_tokens"], sent["temperature"]) == (64, 0.5)
 
-        other = runs.run_eval(runs.SUMS, model_url, out, *options, "--model", "another")
-    assert other.returncode == 1
-    assert "holds a run with model 'scripted', not 'another'" in other.stdout
+        # a model the server does not have: the run stops at once, nothing recorded
+        unknown = runs.run_eval(runs.SUMS, model_url, tmp_path / "unknown", "--model", "gpt-x")
+    assert unknown.returncode == 1
+    assert "HTTP 404: The model `gpt-x` does not exist." in unknown.stdout
+    assert runs.records(tmp_path / "unknown") == []
