@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from orsbox.evaluation.results import ResultStore
     from orsbox.evaluation.scheduler import Outcome, Plan
 
-out = Console(highlight=False)
+out = Console(highlight=False, soft_wrap=True)
 EXIT_INTERRUPTED = 130
 _MODEL = "Model (any OpenAI-compatible chat-completions server)"
 _EPISODES = "Episodes"
@@ -245,7 +245,7 @@ def _run(plan: Plan, out_dir: Path | None) -> None:
         out.print(
             f"{summary['errors']} episode(s) ended in an error: --retry-errors plays them again"
         )
-    out.print(f"results: {folder}/results.jsonl  summary: {folder}/summary.json")
+    out.print(f"results: {folder}/results.jsonl\nsummary: {folder}/summary.json")
     if outcome.interrupted:
         left = outcome.planned - summary["episodes"]
         out.print(f"[yellow]interrupted: {left} episode(s) left; run the same command to finish[/]")

@@ -87,6 +87,7 @@ def table(summary: dict[str, Any], title: str) -> Table:
         ("pass@1", _number(summary["pass@1"])),
         *([(f"pass@{k}", _number(summary[f"pass@{k}"]))] if k > 1 else []),
         ("errors", str(summary["errors"])),
+        ("ended", ", ".join(f"{n} {status}" for status, n in sorted(summary["statuses"].items()))),
         ("turns / episode", _number(summary["turns_per_episode"], 1)),
         ("tokens / episode", _number(summary["tokens_per_episode"], 0)),
         ("model retries", str(summary["model_retries"])),
