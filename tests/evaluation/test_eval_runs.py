@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.servers import spawn_server, stop_process, wait_healthy
 from tests.evaluation import runs
-from tests.evaluation.scripts import sums
+from tests.evaluation.scripts import MALFORMED, sums
 from tests.model_server import Script, serve_model
+from tests.servers import free_port
 from tests.waiting import wait_until
 
 RUN_S = 60.0
@@ -113,3 +115,25 @@ def test_errors_limits_images_and_options_reach_the_right_place(tmp_path: Path) 
     assert unknown.returncode == 1
     assert "HTTP 404: The model `gpt-x` does not exist." in unknown.stdout
     assert runs.records(tmp_path / "unknown") == []
+
+
+def test_any_ors_server_will_do_here_ors_sdks_reference_server(tmp_path: Path) -> None:
+    """The reference server answers a malformed call in its own words; the model
+    reads them, recovers, and the run scores like orsbox's."""
+    port = free_port()
+    server = spawn_server(["tests/envs/ors_sdk_sums.py", str(port)], tmp_path / "ors.log")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, server, tmp_path / "ors.log", RUN_S)
+        scripts = [
+            Script("[q1]", [[*MALFORMED[:2], {"tool": "submit", "arguments": {"answer": "2"}}]])
+        ]
+        with serve_model(scripts + sums()) as (model_url, _):
+            done = runs.run_eval("sums", model_url, tmp_path / "out", "--url", url)
+    finally:
+        stop_process(server)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert runs.rewards_by_task(tmp_path / "out") == {i: [1.0] for i in range(4)}
+    (recovered,) = [r for r in runs.records(tmp_path / "out") if r["task"] == 1]
+    answers = [m["content"] for m in runs.transcript(tmp_path / "out", recovered)["messages"]]
+    assert answers[-3:] == ["Error: 'sbumit' is not a valid tool", None, "Correct!"]
