@@ -245,6 +245,9 @@ def _run(plan: Plan, out_dir: Path | None) -> None:
         out.print(
             f"{summary['errors']} episode(s) ended in an error: --retry-errors plays them again"
         )
+    before = summary["episodes"] - outcome.played
+    if before:
+        out.print(f"{before} episode(s) were recorded by an earlier run and not played again")
     out.print(f"results: {folder}/results.jsonl\nsummary: {folder}/summary.json")
     if outcome.interrupted:
         left = outcome.planned - summary["episodes"]

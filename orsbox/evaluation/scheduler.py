@@ -53,26 +53,36 @@ class Plan:
 @dataclass
 class Outcome:
     summary: dict[str, Any]
-    planned: int
-    ran: int
+    planned: int  # episodes in the evaluation
+    played: int  # of them, played by this run (the others were recorded before)
     interrupted: bool = False
 
 
-@dataclass
 class _Tally:
-    """The progress bar's numbers, and every record in this evaluation's scope."""
+    """Every record in the evaluation's scope, and the progress bar's running numbers."""
 
-    records: dict[Key, dict[str, Any]]
-    running: int = 0
-    ran: int = 0
-    fatal: ModelError | None = None  # why the run stopped early
+    def __init__(self, records: dict[Key, dict[str, Any]]) -> None:
+        self.records: dict[Key, dict[str, Any]] = {}
+        self.running = self.played = self.errors = 0
+        self._rewards = 0.0
+        self.fatal: ModelError | None = None  # why the run stopped early
+        for key, record in records.items():
+            self.add(key, record)
+
+    def add(self, key: Key, record: dict[str, Any]) -> None:
+        previous = self.records.get(key)  # a retried error
+        if previous is not None and previous["status"] == ERROR:
+            self.errors -= 1
+        self.records[key] = record
+        if record["status"] == ERROR:
+            self.errors += 1
+        else:
+            self._rewards += record["reward"] or 0.0
 
     def fields(self) -> dict[str, Any]:
-        done = list(self.records.values())
-        played = [r["reward"] or 0.0 for r in done if r["status"] != ERROR]
-        mean = f"{sum(played) / len(played):.3f}" if played else "-"
-        errors = sum(r["status"] == ERROR for r in done)
-        return {"running": self.running, "errors": errors, "mean": mean}
+        scored = len(self.records) - self.errors
+        mean = f"{self._rewards / scored:.3f}" if scored else "-"
+        return {"running": self.running, "errors": self.errors, "mean": mean}
 
 
 async def evaluate(
@@ -88,14 +98,14 @@ async def evaluate(
         split, tasks = await _tasks(client, plan)
         keys = [(split, i, e) for e in range(plan.epochs) for i in tasks]
         run = {"env": plan.server.env, "split": split, "model": plan.model.model}
-        done = store.open(run)
+        recorded = store.open(run)
         try:
-            tally = _Tally({k: r for k, r in done.items() if k in set(keys)})
+            in_scope = set(keys)
+            tally = _Tally({k: r for k, r in recorded.items() if k in in_scope})
             todo = [
                 (tasks[index], epoch)
-                for key in keys
-                if _missing(tally.records.get(key), plan.retry_errors)
-                for _, index, epoch in [key]
+                for (_, index, epoch) in keys
+                if _missing(tally.records.get((split, index, epoch)), plan.retry_errors)
             ]
             outcome = Outcome({}, len(keys), 0)
             try:
@@ -103,20 +113,23 @@ async def evaluate(
             except asyncio.CancelledError:  # Ctrl-C: the records say what is left
                 outcome.interrupted = True
                 _uncancel()
-            outcome.ran = tally.ran
-            outcome.summary = report.summarize(
-                tally.records.values(),
-                k=plan.epochs,
-                threshold=plan.pass_threshold,
-                wall_s=time.monotonic() - started,
-            )
-            outcome.summary.update(run, complete=len(tally.records) == len(keys))
+            outcome.played = tally.played
+            outcome.summary = _summary(plan, tally, run, len(keys), time.monotonic() - started)
             store.write_summary(outcome.summary)
             if tally.fatal is not None:
                 raise tally.fatal
             return outcome
         finally:
             store.close()
+
+
+def _summary(
+    plan: Plan, tally: _Tally, run: dict[str, Any], planned: int, wall_s: float
+) -> dict[str, Any]:
+    summary = report.summarize(
+        tally.records.values(), k=plan.epochs, threshold=plan.pass_threshold, wall_s=wall_s
+    )
+    return {**summary, **run, "complete": len(tally.records) == planned}
 
 
 def _uncancel() -> None:
@@ -144,6 +157,18 @@ def _missing(record: dict[str, Any] | None, retry_errors: bool) -> bool:
     return record is None or (retry_errors and record["status"] == ERROR)
 
 
+def _progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("running {task.fields[running]}  errors {task.fields[errors]}"),
+        TextColumn("mean reward {task.fields[mean]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
 async def _play_all(
     client: httpx.AsyncClient,
     plan: Plan,
@@ -154,15 +179,7 @@ async def _play_all(
 ) -> None:
     model = Model(plan.model)
     queue = list(reversed(todo))
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("running {task.fields[running]}  errors {task.fields[errors]}"),
-        TextColumn("mean reward {task.fields[mean]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console) as progress:
+    with _progress_bar(console) as progress:
         bar = progress.add_task(plan.server.env, total=len(todo), **tally.fields())
 
         async def worker() -> None:
@@ -171,12 +188,17 @@ async def _play_all(
                 tally.running += 1
                 progress.update(bar, **tally.fields())
                 try:
-                    await _play_one(client, plan, model, task, epoch, tally, store)
+                    episode = await play(
+                        client, plan.server, model, task, epoch, plan.limits, plan.system_prompt
+                    )
                 except ModelError as e:  # fatal: stop every worker
                     tally.fatal = e
                     raise
                 finally:
                     tally.running -= 1
+                store.append(episode.record(), episode.transcript())
+                tally.add((task.split, task.index, epoch), episode.record())
+                tally.played += 1
                 progress.update(bar, advance=1, **tally.fields())
 
         try:
@@ -187,19 +209,3 @@ async def _play_all(
             pass  # kept in tally.fatal; raised once the summary is written
         finally:
             await asyncio.shield(model.close())
-
-
-async def _play_one(
-    client: httpx.AsyncClient,
-    plan: Plan,
-    model: Model,
-    task: Task,
-    epoch: int,
-    tally: _Tally,
-    store: ResultStore,
-) -> None:
-    episode = await play(client, plan.server, model, task, epoch, plan.limits, plan.system_prompt)
-    record = episode.record()
-    store.append(record, episode.transcript())
-    tally.records[(task.split, task.index, epoch)] = record
-    tally.ran += 1

@@ -45,6 +45,7 @@ def test_a_run_killed_half_way_resumes_with_one_result_per_task(
         model.release()
         done = runs.run_eval("sums", model_url, tmp_path, "--url", url, *options)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 episode(s) were recorded by an earlier run and not played again" in done.stdout
     keys = [(r["task"], r["epoch"]) for r in runs.records(tmp_path)]
     assert sorted(keys) == [(task, 0) for task in range(8)]
     assert [model.started(f"[q{i}]") for i in range(4)] == [1, 1, 1, 1]  # not replayed
