@@ -22,6 +22,7 @@ from orsbox.errors import OrsboxError
 
 SETUP_DEADLINE_S = 900.0
 CALL_TIMEOUT_S = 900.0
+PING_INTERVAL_S = 10.0  # what ors-sdk and openreward clients send
 
 
 class ClientError(OrsboxError):
@@ -144,8 +145,11 @@ class AsyncSession:
         split: str,
         index: int,
         token: str | None = None,
+        ping_interval_s: float = PING_INTERVAL_S,
     ) -> None:
         self.url = url.rstrip("/")
+        self.ping_interval_s = ping_interval_s
+        self._pinger: asyncio.Task[None] | None = None
         self.env = env
         self.sid = uuid.uuid4().hex
         self._headers = {"X-Session-ID": self.sid}
@@ -159,11 +163,14 @@ class AsyncSession:
             f"{self.url}/create", json=self._task, headers=self._headers
         )
         _json(response, "/create")
+        self._pinger = asyncio.create_task(self._keep_alive())
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         """Delete the session even when cancelled (Ctrl-C, a time limit), and however
         often: a cancellation that arrives meanwhile is raised once it is deleted."""
+        if self._pinger is not None:
+            self._pinger.cancel()
         delete = asyncio.ensure_future(self._delete())
         interrupted = False
         while not delete.done():
@@ -173,6 +180,14 @@ class AsyncSession:
                 interrupted = True
         if interrupted and exc_type is None:
             raise asyncio.CancelledError
+
+    async def _keep_alive(self) -> None:
+        """Ping while the episode lasts, as the reference clients do: a model that
+        thinks for longer than the server's inactivity timeout keeps its session."""
+        while True:
+            await asyncio.sleep(self.ping_interval_s)
+            with contextlib.suppress(httpx.HTTPError):
+                await self._http.post(f"{self.url}/ping", headers=self._headers)
 
     async def _delete(self) -> None:
         with contextlib.suppress(httpx.HTTPError):

@@ -54,6 +54,7 @@ class Episode:
 
     task: Task
     epoch: int
+    session_id: str | None = None  # the ORS session: the server's logs and records name it
     status: str = ERROR
     reward: float | None = None
     error: str | None = None
@@ -73,6 +74,7 @@ class Episode:
             "task": self.task.index,
             "task_id": self.task.task_id,
             "epoch": self.epoch,
+            "session_id": self.session_id,
             "status": self.status,
             "reward": self.reward,
             "error": self.error,
@@ -110,6 +112,7 @@ async def play(
     started = time.monotonic()
     try:
         session = AsyncSession(http, server.url, server.env, task.split, task.index, server.token)
+        episode.session_id = session.sid
         async with session:
             await _set_up(session, episode, system_prompt)
             await _play_limited(session, model, episode, limits)

@@ -3,19 +3,23 @@ the failures a real model and a real environment produce."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench.servers import spawn_server, stop_process, wait_healthy
+from orsbox.client import AsyncSession, ClientError
 from tests.evaluation import runs
 from tests.evaluation.scripts import MALFORMED, sums
 from tests.model_server import Script, serve_model
-from tests.servers import free_port
+from tests.servers import free_port, start_server
 from tests.waiting import wait_until
 
 RUN_S = 60.0
+THINKING_S = 1.5  # three times the inactivity timeout below (0.5 s)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
@@ -138,3 +142,26 @@ def test_any_ors_server_will_do_here_ors_sdks_reference_server(tmp_path: Path) -
     (recovered,) = [r for r in runs.records(tmp_path / "out") if r["task"] == 1]
     answers = [m["content"] for m in runs.transcript(tmp_path / "out", recovered)["messages"]]
     assert answers[-3:] == ["Error: 'sbumit' is not a valid tool", None, "Correct!"]
+
+
+def test_a_session_outlives_the_servers_inactivity_timeout_while_the_model_thinks(
+    tmp_path: Path,
+) -> None:
+    """The episode pings its session as the reference clients do; without the pings
+    the same wait gets the session reaped (the control)."""
+    server = start_server([runs.SUMS], tmp_path, session_timeout_s=0.5, reap_interval_s=0.1)
+
+    async def episode(ping_interval_s: float) -> dict:
+        async with httpx.AsyncClient(timeout=30) as http:
+            session = AsyncSession(http, server.url, "sums", "train", 3, None, ping_interval_s)
+            async with session:
+                await session.prompt()
+                await asyncio.sleep(THINKING_S)  # a slow model: no request of its own
+                return await session.call("submit", {"answer": "6"})
+
+    try:
+        assert asyncio.run(episode(0.1))["output"]["reward"] == 1.0
+        with pytest.raises(ClientError, match="404"):
+            asyncio.run(episode(60))
+    finally:
+        server.stop()
