@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from orsbox.cli.dataset_options import with_dataset_options
-from orsbox.cli.run import ServerToken, ServerUrl
-from orsbox.errors import ManifestError, OrsboxError
+from orsbox.cli.run import ServerToken, ServerUrl, failures_exit
+from orsbox.errors import ManifestError
 from orsbox.formats import FormatOptions
 
 if TYPE_CHECKING:
@@ -216,9 +216,6 @@ def _first_environment(url: str, token: str | None) -> str:
 
 
 def _run(plan: Plan, out_dir: Path | None) -> None:
-    import httpx
-
-    from orsbox.client import ClientError
     from orsbox.evaluation.report import table
     from orsbox.evaluation.results import ResultStore
     from orsbox.evaluation.tasks import TaskSelectionError
@@ -226,16 +223,12 @@ def _run(plan: Plan, out_dir: Path | None) -> None:
     folder = out_dir or Path("evals") / _slug(
         f"{plan.server.env}-{plan.split or 'first'}-{plan.model.model}"
     )
-    try:
-        outcome = asyncio.run(_interruptible(plan, ResultStore(folder)))
-    except TaskSelectionError as e:
-        raise typer.BadParameter(str(e).removeprefix("--tasks: "), param_hint="--tasks") from None
-    except (ClientError, OrsboxError) as e:
-        out.print(f"[red]evaluation failed:[/red] {escape(str(e))}")
-        raise typer.Exit(1) from None
-    except httpx.HTTPError as e:
-        out.print(f"[red]cannot reach the environment server:[/red] {escape(str(e))}")
-        raise typer.Exit(1) from None
+    with failures_exit("evaluation", out):
+        try:
+            outcome = asyncio.run(_interruptible(plan, ResultStore(folder)))
+        except TaskSelectionError as e:
+            hint = "--tasks"
+            raise typer.BadParameter(str(e).removeprefix(f"{hint}: "), param_hint=hint) from None
     summary = outcome.summary
     title = f"{summary['env']} {summary['split']} · {summary['model']}"
     out.print(table(summary, title))

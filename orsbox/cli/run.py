@@ -190,13 +190,9 @@ def run(
     Prints the prompt, each call with its output, reward and finished flag, and the
     final reward. Exit code 0 whatever the reward; 1 when the server fails the
     episode."""
-    import httpx
-
-    from orsbox.client import ClientError
-
     steps = read_actions(actions)
     try:
-        with contextlib.ExitStack() as stack:
+        with failures_exit("episode"), contextlib.ExitStack() as stack:
             name = env
             if url is None:
                 environments = local_environment(env, dataset or FormatOptions())
@@ -205,9 +201,21 @@ def run(
             play(url, name, split or _first_split(url, name, token), index, steps, token)
     except ManifestError as e:
         raise typer.BadParameter(str(e), param_hint="ENV") from e
-    except (ClientError, OrsboxError) as e:
-        out.print(f"[red]episode failed:[/red] {escape(str(e))}")
+
+
+@contextlib.contextmanager
+def failures_exit(what: str, console: Console = out) -> Iterator[None]:
+    """What a server or the way to it did wrong, as one red line and exit code 1 (a
+    broken manifest passes through: the caller names the argument it came from)."""
+    import httpx
+
+    try:
+        yield
+    except ManifestError:
+        raise
+    except OrsboxError as e:  # the client's errors included
+        console.print(f"[red]{what} failed:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     except httpx.HTTPError as e:
-        out.print(f"[red]cannot reach the server:[/red] {e}")
+        console.print(f"[red]cannot reach the server:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None

@@ -165,3 +165,10 @@ def test_a_session_outlives_the_servers_inactivity_timeout_while_the_model_think
             asyncio.run(episode(60))
     finally:
         server.stop()
+
+
+def test_a_task_the_split_lacks_is_a_bad_parameter(tmp_path: Path) -> None:
+    with serve_model(sums()) as (model_url, _):
+        done = runs.run_eval(runs.SUMS, model_url, tmp_path, "--tasks", "q1,q99")
+    assert done.returncode == 2
+    assert "Invalid value for --tasks: no task has the id 'q99'" in done.stderr
