@@ -9,6 +9,7 @@ one per model reply:
     {"tool": "submit", "arguments": {"answer": "7"}}   a tool call
     {"tool": "submit", "raw": "{answer: 7"}            a call whose arguments are not JSON
     {"say": "thinking"}                                a reply without a tool call
+    {"empty": true}                                    a reply without a choice
     and on any step: "delay_s": 3 (the first time the task's reply at this turn is
     asked for: a retry after a timeout starts a new attempt),
     "hold": true (until `release()`), "rendezvous": n (until n replies wait together)
@@ -186,6 +187,14 @@ def _text(content: Any) -> str:
 
 
 def _completion(body: dict[str, Any], step: Step, attempt: int, turn: int) -> dict[str, Any]:
+    if step.get("empty"):  # what some servers send for a filtered request
+        return {
+            "id": "chatcmpl-empty",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [],
+        }
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if "say" in step:
         message["content"] = f"[attempt {attempt}] {step['say']}"

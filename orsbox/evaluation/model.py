@@ -139,9 +139,13 @@ def _describe(error: openai.APIError, attempt: int) -> str:
 
 
 def _reply(response: Any, retries: int) -> Reply:
+    if not response.choices:  # some servers answer a filtered request this way
+        raise ModelError("the model server answered without a choice")
     choice = response.choices[0]
-    message: dict[str, Any] = {"role": "assistant", "content": choice.message.content}
     calls = choice.message.tool_calls or []
+    # content may be null only beside tool calls: servers reject it sent back otherwise
+    content = choice.message.content if calls else choice.message.content or ""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
             {

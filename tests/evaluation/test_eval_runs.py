@@ -80,13 +80,14 @@ def test_errors_limits_images_and_options_reach_the_right_place(tmp_path: Path) 
         *sums(),
         Script("[q5]", [[{"fail": [503] * 5}, {"tool": "submit", "arguments": {"answer": "10"}}]]),
         Script("[q6]", [[{"tool": "submit", "arguments": {"answer": "12"}, "hold": True}]]),
+        Script("[q7]", [[{"empty": True}]]),
     ]
     system = tmp_path / "system.txt"
     system.write_text("You are careful.")
     out = tmp_path / "out"
-    options = ["--tasks", "broken,picture,q5,q6", "--retries", "2", "--time-limit", "2"]
+    options = ["--tasks", "broken,picture,q5,q6,q7", "--retries", "2", "--time-limit", "2"]
     options += ["--system-prompt", str(system), "--max-tokens", "64", "--temperature", "0.5"]
-    with serve_model(scripts[-2:] + scripts[:-2]) as (model_url, model):
+    with serve_model(scripts[-3:] + scripts[:-3]) as (model_url, model):
         done = runs.run_eval(runs.SUMS, model_url, out, *options)
         assert done.returncode == 0, done.stdout + done.stderr
         by_id = {r["task_id"]: r for r in runs.records(out)}
@@ -95,9 +96,10 @@ def test_errors_limits_images_and_options_reach_the_right_place(tmp_path: Path) 
         assert by_id["q5"]["status"] == "error"
         assert by_id["q5"]["error"].startswith("model request failed (after 2 retries): HTTP 503")
         assert (by_id["q6"]["status"], by_id["q6"]["reward"]) == ("time_limit", None)
+        assert by_id["q7"]["error"] == "the model server answered without a choice"
         assert (by_id["picture"]["status"], by_id["picture"]["reward"]) == ("finished", 1.0)
         summary = runs.summary(out)
-        assert (summary["errors"], summary["mean_reward"], summary["pass@1"]) == (2, 0.5, 0.5)
+        assert (summary["errors"], summary["mean_reward"], summary["pass@1"]) == (3, 0.5, 0.5)
 
         picture = runs.transcript(out, by_id["picture"])["messages"]
         assert picture[0] == {"role": "system", "content": "You are careful."}
