@@ -117,6 +117,12 @@ def test_errors_limits_images_and_options_reach_the_right_place(tmp_path: Path) 
         sent = model.state.requests[-1]
         assert (sent["max_tokens"], sent["temperature"]) == (64, 0.5)
 
+        # --retry-errors plays an error again; its new record supersedes the old one
+        again = runs.run_eval(runs.SUMS, model_url, out, "--tasks", "broken", "--retry-errors")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert [r["task_id"] for r in runs.records(out)].count("broken") == 2
+        assert runs.summary(out)["episodes"] == 1
+
         # a model the server does not have: the run stops at once, nothing recorded
         unknown = runs.run_eval(runs.SUMS, model_url, tmp_path / "unknown", "--model", "gpt-x")
     assert unknown.returncode == 1
