@@ -159,10 +159,7 @@ class AsyncSession:
         self._task = {"env_name": env, "split": split, "index": index}
 
     async def __aenter__(self) -> AsyncSession:
-        response = await self._http.post(
-            f"{self.url}/create", json=self._task, headers=self._headers
-        )
-        _json(response, "/create")
+        await self._ready("POST", "/create", self._task)  # 503: the server is at capacity
         self._pinger = asyncio.create_task(self._keep_alive())
         return self
 
@@ -195,11 +192,11 @@ class AsyncSession:
 
     async def prompt(self) -> list[dict[str, Any]]:
         """The prompt blocks; waits while the environment's setup runs."""
-        return await self._ready(f"/{self.env}/prompt")
+        return await self._ready("GET", f"/{self.env}/prompt")
 
     async def tools(self) -> list[dict[str, Any]]:
         """This task's tool specs (`task_tools`: shared and task-specific ones)."""
-        return (await self._ready(f"/{self.env}/task_tools"))["tools"]
+        return (await self._ready("GET", f"/{self.env}/task_tools"))["tools"]
 
     async def call(self, name: str, tool_input: Any) -> dict[str, Any]:
         """`{"ok": true, "output": {...}}` or `{"ok": false, "error": ...}`; raises
@@ -219,10 +216,13 @@ class AsyncSession:
                     return result
             return reader.missing()
 
-    async def _ready(self, path: str) -> Any:
+    async def _ready(self, method: str, path: str, body: Any = None) -> Any:
+        """The answer once the server has room and the session is set up: a 503 is
+        asked again after its Retry-After."""
         deadline = time.monotonic() + SETUP_DEADLINE_S
+        url = f"{self.url}{path}"
         while True:
-            response = await self._http.get(f"{self.url}{path}", headers=self._headers)
+            response = await self._http.request(method, url, json=body, headers=self._headers)
             if response.status_code != 503 or time.monotonic() > deadline:
                 return _json(response, path)
             await asyncio.sleep(float(response.headers.get("Retry-After", "1")))

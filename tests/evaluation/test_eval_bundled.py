@@ -73,14 +73,17 @@ def test_math_in_process_gives_the_scripted_rewards_and_pass_at_k(
 def test_a_separate_server_gives_the_same_results(
     math_model: tuple[str, ModelServer], tmp_path: Path
 ) -> None:
+    """... also when the server has room for only 2 of the 4 sessions asked for: its
+    503s are waited out, not recorded as errors."""
     url, _ = math_model
-    server = start_server(["math"], tmp_path)
+    server = start_server(["math"], tmp_path, max_sessions=2, capacity_retry_after_s=1)
     try:
         done = runs.run_eval("math", url, tmp_path / "out", "--url", server.url, *MATH_OPTIONS)
     finally:
         server.stop()
     assert done.returncode == 0, done.stdout + done.stderr
     check_math(tmp_path / "out", done.stdout)
+    assert '"POST /create HTTP/1.1" 503' in server.log()
 
 
 @pytest.mark.docker
