@@ -14,7 +14,7 @@ import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -36,11 +36,17 @@ _MODEL = "Model (any OpenAI-compatible chat-completions server)"
 _EPISODES = "Episodes"
 
 
+def _model(help: str, **more: Any) -> Any:
+    return typer.Option(help=help, rich_help_panel=_MODEL, **more)
+
+
+def _episodes(help: str, **more: Any) -> Any:
+    return typer.Option(help=help, rich_help_panel=_EPISODES, **more)
+
+
 @with_dataset_options
 def evaluate(
-    model: Annotated[
-        str, typer.Option(help="model name", rich_help_panel=_MODEL, show_default=False)
-    ],
+    model: Annotated[str, _model("model name", show_default=False)],
     target: Annotated[
         str | None,
         typer.Argument(
@@ -53,84 +59,47 @@ def evaluate(
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option(
+        _model(
+            "the model server, e.g. http://localhost:8000/v1 (default: OpenAI's)",
             envvar="OPENAI_BASE_URL",
-            help="the model server, e.g. http://localhost:8000/v1 (default: OpenAI's)",
-            rich_help_panel=_MODEL,
         ),
     ] = None,
     api_key: Annotated[
         str | None,
-        typer.Option(
+        _model(
+            "the model server's key (local servers need none)",
             envvar="OPENAI_API_KEY",
-            help="the model server's key (local servers need none)",
-            rich_help_panel=_MODEL,
             show_default=False,
         ),
     ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option(help="tokens per model reply", rich_help_panel=_MODEL)
-    ] = None,
-    temperature: Annotated[
-        float | None, typer.Option(help="sampling temperature", rich_help_panel=_MODEL)
-    ] = None,
-    request_timeout: Annotated[
-        float, typer.Option(help="seconds per model request", rich_help_panel=_MODEL)
-    ] = 600.0,
+    max_tokens: Annotated[int | None, _model("tokens per model reply")] = None,
+    temperature: Annotated[float | None, _model("sampling temperature")] = None,
+    request_timeout: Annotated[float, _model("seconds per model request")] = 600.0,
     retries: Annotated[
-        int,
-        typer.Option(
-            help="retries of a model request that failed with 429, 5xx or a timeout",
-            rich_help_panel=_MODEL,
-        ),
+        int, _model("retries of a model request that failed with 429, 5xx or a timeout")
     ] = 6,
     system_prompt: Annotated[
-        Path | None,
-        typer.Option(
-            help="file whose text is the system message",
-            rich_help_panel=_MODEL,
-            show_default=False,
-        ),
+        Path | None, _model("file whose text is the system message", show_default=False)
     ] = None,
     url: ServerUrl = None,
     token: ServerToken = None,
-    split: Annotated[
-        str | None,
-        typer.Option(help="task split (default: the first one)", rich_help_panel=_EPISODES),
-    ] = None,
+    split: Annotated[str | None, _episodes("task split (default: the first one)")] = None,
     tasks: Annotated[
         str | None,
-        typer.Option(
-            help="tasks to run: indices, ranges and ids, e.g. 0-9,12,median-even (default: all)",
-            rich_help_panel=_EPISODES,
+        _episodes(
+            "tasks to run: indices, ranges and ids, e.g. 0-9,12,median-even (default: all)",
             show_default=False,
         ),
     ] = None,
-    epochs: Annotated[
-        int,
-        typer.Option(min=1, help="attempts per task (the k of pass@k)", rich_help_panel=_EPISODES),
-    ] = 1,
-    concurrency: Annotated[
-        int, typer.Option(min=1, help="episodes in flight at once", rich_help_panel=_EPISODES)
-    ] = 4,
-    max_turns: Annotated[
-        int, typer.Option(min=1, help="model replies per episode", rich_help_panel=_EPISODES)
-    ] = 50,
+    epochs: Annotated[int, _episodes("attempts per task (the k of pass@k)", min=1)] = 1,
+    concurrency: Annotated[int, _episodes("episodes in flight at once", min=1)] = 4,
+    max_turns: Annotated[int, _episodes("model replies per episode", min=1)] = 50,
     time_limit: Annotated[
         float | None,
-        typer.Option(
-            help="seconds per episode, from its prompt on (setup has the server's limits)",
-            rich_help_panel=_EPISODES,
-        ),
+        _episodes("seconds per episode, from its prompt on (setup has the server's limits)"),
     ] = None,
-    pass_threshold: Annotated[
-        float,
-        typer.Option(help="reward an episode needs to count as passed", rich_help_panel=_EPISODES),
-    ] = 1.0,
-    retry_errors: Annotated[
-        bool,
-        typer.Option(help="also replay episodes recorded as errors", rich_help_panel=_EPISODES),
-    ] = False,
+    pass_threshold: Annotated[float, _episodes("reward an episode needs to count as passed")] = 1.0,
+    retry_errors: Annotated[bool, _episodes("also replay episodes recorded as errors")] = False,
     out_dir: Annotated[
         Path | None,
         typer.Option(

@@ -48,10 +48,11 @@ def test_math_in_process_gives_the_scripted_rewards_and_pass_at_k(
     check_math(tmp_path, done.stdout)
     by_task = {(r["task"], r["epoch"]): r for r in runs.records(tmp_path)}
     assert len(by_task) == 10 and len(runs.records(tmp_path)) == 10
-    # 429 twice, then answered: retried, not failed
-    assert sum(by_task[(2, e)]["model_retries"] for e in (0, 1)) == 4
-    # the slow reply timed out once (1 s) and the retry was answered
-    assert sum(by_task[(3, e)]["model_retries"] for e in (0, 1)) == 1
+    # 429 twice an attempt, then answered: retried, not failed (at least: on a loaded
+    # machine a 1 s request timeout may add retries of its own)
+    assert sum(by_task[(2, e)]["model_retries"] for e in (0, 1)) >= 4
+    # the slow reply timed out (1 s) and the retry was answered
+    assert sum(by_task[(3, e)]["model_retries"] for e in (0, 1)) >= 1
     # a model that never calls a tool runs out of turns: no reward, not an error
     stalled = [r for r in runs.records(tmp_path) if r["status"] == "max_turns"]
     assert [(r["task"], r["turns"], r["reward"]) for r in stalled] == [(4, 4, None)]
