@@ -72,7 +72,10 @@ def evaluate(
             show_default=False,
         ),
     ] = None,
-    max_tokens: Annotated[int | None, _model("tokens per model reply")] = None,
+    max_tokens: Annotated[
+        int | None,
+        _model("tokens per model reply (max_completion_tokens to OpenAI, else max_tokens)"),
+    ] = None,
     temperature: Annotated[float | None, _model("sampling temperature")] = None,
     request_timeout: Annotated[float, _model("seconds per model request")] = 600.0,
     retries: Annotated[

@@ -92,7 +92,10 @@ class Model:
         if tools:
             request["tools"] = tools
         if self.settings.max_tokens is not None:
-            request["max_tokens"] = self.settings.max_tokens
+            # OpenAI's own API refuses max_tokens for its reasoning models and takes the
+            # newer name from every model; other servers know the older name best
+            name = "max_completion_tokens" if self.settings.base_url is None else "max_tokens"
+            request[name] = self.settings.max_tokens
         if self.settings.temperature is not None:
             request["temperature"] = self.settings.temperature
         return request

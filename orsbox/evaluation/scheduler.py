@@ -108,6 +108,10 @@ async def evaluate(
                 if _missing(tally.records.get((split, index, epoch)), plan.retry_errors)
             ]
             outcome = Outcome({}, len(keys), 0)
+            console.print(
+                f"{plan.server.env} {split} · {plan.model.model}: {len(todo)} of {len(keys)} "
+                f"episode(s) to play ({len(tasks)} task(s), {plan.epochs} epoch(s))"
+            )
             try:
                 await _play_all(client, plan, todo, tally, store, console)
             except asyncio.CancelledError:  # Ctrl-C: the records say what is left
