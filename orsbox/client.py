@@ -98,7 +98,14 @@ def _json(response: httpx.Response, path: str) -> Any:
         except ValueError:
             detail = response.text
         raise ClientError(f"{path}: HTTP {response.status_code}: {detail}")
-    return response.json()
+    return _parsed(response.text, path)
+
+
+def _parsed(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ClientError(f"{where}: the server's answer is not JSON: {text[:200]!r}") from None
 
 
 class ResultReader:
@@ -125,7 +132,7 @@ class ResultReader:
             if event in ("chunk", "end"):
                 self._pieces.append(text)
             if event == "end":
-                return json.loads("".join(self._pieces))
+                return _parsed("".join(self._pieces), "the tool result")
         return None
 
     @staticmethod

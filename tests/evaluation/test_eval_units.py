@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orsbox.client import ClientError, ResultReader, ToolFailed
 from orsbox.evaluation.report import pass_at_k, summarize
 from orsbox.evaluation.results import ResultsError, ResultStore
 from orsbox.evaluation.tasks import TaskSelectionError, select_tasks
@@ -83,3 +84,20 @@ def test_a_torn_last_line_is_cut_off_and_the_folder_is_locked(tmp_path: Path) ->
     again.close()
     with pytest.raises(ResultsError, match="holds a run with model 'm', not 'other'"):
         ResultStore(tmp_path).open({**RUN, "model": "other"})
+
+
+def test_the_result_reader_joins_chunks_and_names_what_is_wrong() -> None:
+    def read(lines: list[str]) -> dict | None:
+        reader = ResultReader()
+        results = [reader.feed(line) for line in lines]
+        return next((r for r in results if r is not None), None)
+
+    chunks = ["event: task_id", "data: t1", "", ": ping", "event: chunk", 'data: {"ok": tr', ""]
+    assert read([*chunks, "event: end", 'data: ue, "output": {}}', ""]) == {
+        "ok": True,
+        "output": {},
+    }
+    with pytest.raises(ToolFailed, match="the tool failed: ValueError: boom"):
+        read(["event: error", "data: ValueError: boom", ""])
+    with pytest.raises(ClientError, match="the tool result: the server's answer is not JSON"):
+        read(["event: end", "data: <html>", ""])
