@@ -9,6 +9,7 @@ import typer
 
 from orsbox import __version__
 from orsbox.cli import build, check, doctor, gc, ps, run, serve
+from orsbox.cli import evaluate as evaluate_command
 
 app = typer.Typer(
     help="orsbox: a sandboxed, container-backed host for Open Reward Standard environments.",
@@ -24,6 +25,7 @@ app.command(name="check")(check.check)
 app.command(name="doctor")(doctor.doctor)
 app.command(name="ps")(ps.ps)
 app.command(name="gc")(gc.gc)
+app.command(name="eval")(evaluate_command.evaluate)
 
 
 @app.command()
