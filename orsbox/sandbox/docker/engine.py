@@ -29,6 +29,7 @@ import requests.exceptions
 from docker.models.containers import _create_container_args
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxGone
+from orsbox.sandbox.usage import ResourceUsage, cgroup_usage, from_docker_stats
 
 DOCKER_TIMEOUT_S = 60.0  # per API request; a burst of 50 creates takes ~8 s on 2 cores
 MAX_CONCURRENT_CALLS = 64
@@ -91,6 +92,7 @@ class Engine:
         self.limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self.last_answer = -float("inf")  # monotonic time of the last call that succeeded
         self._ping_since: float | None = None  # when the ping in flight started
+        self._pids: dict[str, int] = {}  # container id -> its first process (for usage)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -179,6 +181,23 @@ class Engine:
 
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
+
+    async def usage(self, container_id: str) -> ResourceUsage | None:
+        """The container's CPU and peak memory: from its cgroup files when this host
+        can read them (the container's first process is looked up once), else from the
+        engine's stats."""
+        pid = self._pids.get(container_id)
+        if pid is None:
+            state = (await self.inspect(container_id)).get("State") or {}
+            pid = self._pids[container_id] = int(state.get("Pid") or 0)
+        found = cgroup_usage(pid) if pid > 0 else None
+        if found is not None:
+            return found
+        stats = functools.partial(self.client.api.stats, container_id, stream=False, one_shot=True)
+        return from_docker_stats(await self.run("read container stats", stats))
+
+    def forget(self, container_id: str) -> None:
+        self._pids.pop(container_id, None)
 
     async def list(self, labels: list[str]) -> list[dict[str, Any]]:
         fn = functools.partial(self.client.api.containers, all=True, filters={"label": labels})
