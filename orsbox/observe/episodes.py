@@ -303,7 +303,7 @@ EPISODE_COLUMNS = "id, session_id, environment, task, started_at, ended_at, stat
 
 
 def episode_dict(row: sqlite3.Row) -> dict[str, Any]:
-    episode = _decoded(dict(row), ("task", "usage"))
+    episode = _decoded(dict(row), ("task", "usage", "prompt"))
     if "finished" in episode:
         episode["finished"] = bool(episode["finished"])
     return episode

@@ -81,6 +81,16 @@ def read_archive(
         return bytes(data)
 
 
+def read_usage(api: docker.APIClient, container_id: str, pid: int) -> ResourceUsage | None:
+    """A container's usage from its cgroup files when this host can read them (`pid`:
+    its first process), else from the engine's stats (a remote engine, a runtime with
+    its own accounting). Blocking; raises docker's errors."""
+    found = cgroup_usage(pid) if pid > 0 else None
+    if found is not None:
+        return found
+    return from_docker_stats(api.stats(container_id, stream=False, one_shot=True))
+
+
 class Engine:
     """A docker client used only from worker threads. Created lazily: building a client
     asks the engine for its API version, which must not happen on the event loop."""
@@ -183,18 +193,16 @@ class Engine:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
 
     async def usage(self, container_id: str) -> ResourceUsage | None:
-        """The container's CPU and peak memory: from its cgroup files when this host
-        can read them (the container's first process is looked up once), else from the
-        engine's stats."""
+        """The container's CPU and peak memory (see `read_usage`); its first process is
+        looked up once."""
         pid = self._pids.get(container_id)
         if pid is None:
             state = (await self.inspect(container_id)).get("State") or {}
             pid = self._pids[container_id] = int(state.get("Pid") or 0)
-        found = cgroup_usage(pid) if pid > 0 else None
+        found = cgroup_usage(pid) if pid > 0 else None  # a few small sysfs reads
         if found is not None:
             return found
-        stats = functools.partial(self.client.api.stats, container_id, stream=False, one_shot=True)
-        return from_docker_stats(await self.run("read container stats", stats))
+        return await self.run("read container stats", read_usage, self.client.api, container_id, 0)
 
     def forget(self, container_id: str) -> None:
         self._pids.pop(container_id, None)
