@@ -41,8 +41,10 @@ def test_usage_of_a_busy_session(coding_server: tuple[LiveServer, Path]) -> None
     episode.create()
     idle_cpu, _ = ps_usage(episode.sid)  # the sandbox's start and the agent's own share
     assert idle_cpu < 0.5
-    assert episode.call("bash", command=WORK).result()["output"]["blocks"][0]["text"].startswith(
-        str(200 * MB)
+    assert (
+        episode.call("bash", command=WORK)
+        .result()["output"]["blocks"][0]["text"]
+        .startswith(str(200 * MB))
     )
 
     cpu, memory = ps_usage(episode.sid)
