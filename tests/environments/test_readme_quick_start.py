@@ -89,6 +89,7 @@ def test_the_readme_quick_start_serves_and_plays(
         assert httpx.get(f"{url}/list_environments").json() == ["coding", "math", "swe", "terminal"]
         installed = subprocess.run(
             ["python", "-c", "import orsbox; print(orsbox.__file__)"],
+            cwd="/",
             env=env,
             capture_output=True,
             text=True,
