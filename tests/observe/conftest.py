@@ -82,9 +82,9 @@ class Episode:
 def recording_server(
     targets: list[str], tmp_path: Path, **settings: object
 ) -> tuple[LiveServer, Path]:
-    db = tmp_path / "episodes.sqlite3"
-    server = start_server(targets, tmp_path, episodes_db=db, setup_wait_s=60, **settings)
-    return server, db
+    settings.setdefault("episodes_db", tmp_path / "episodes.sqlite3")
+    server = start_server(targets, tmp_path, setup_wait_s=60, **settings)
+    return server, Path(str(settings["episodes_db"]))
 
 
 def read_db(db: Path, sql: str, *args: Any) -> list[sqlite3.Row]:
