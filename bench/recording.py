@@ -1,8 +1,9 @@
 """Episode recording's cost on the hot path: 64 sessions x 50 bash `echo hi` calls on a
 server that records every call (SQLite, the default) and on one that records nothing,
 in the same run, in interleaved blocks (recording on, then off, five times) so both
-see the same machine load. The figure is the round trip the client sees; the noise is
-how far the two halves of the unrecorded runs differ from each other."""
+see the same machine load. The figures are the round trip the client sees and the
+server's CPU per call (recording included: its writer is a thread of the server); the
+noise is how far the two halves of the unrecorded runs differ from each other."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import contextlib
 import sqlite3
 import time
 
+from bench import servers
 from bench.harness import Bench, Session, open_session
 from bench.stats import Row, ms, summary
 
@@ -44,10 +46,14 @@ async def run(bench: Bench) -> list[Row]:
             await asyncio.gather(*(s.bash("echo ready") for s in opened))
             servers_sessions[name] = opened
         samples: dict[str, list[list[float]]] = {"on": [], "off": []}
+        cpu = {"on": 0.0, "off": 0.0}
+        pids = {"on": on.pid, "off": off.pid}
         for _ in range(BLOCKS):
             for name in ("on", "off"):
                 samples[name].append([])
+                before = servers.cpu_seconds(pids[name])
                 await block(servers_sessions[name], calls // BLOCKS, samples[name][-1])
+                cpu[name] += servers.cpu_seconds(pids[name]) - before
     finally:
         for opened in servers_sessions.values():
             await asyncio.gather(*(s.delete() for s in opened), return_exceptions=True)
@@ -61,6 +67,7 @@ async def run(bench: Bench) -> list[Row]:
         "on_ms": summary(flat["on"]),
         "off_ms": summary(flat["off"]),
         "off_halves_p50_ms": [summary(h)["p50"] for h in halves],
+        "server_cpu_ms_per_call": {k: v / len(flat[k]) * 1000 for k, v in cpu.items()},
         "calls_recorded": recorded,
         "calls_made_with_recording": len(flat["on"]) + sessions_n,  # + the "ready" calls
     }
@@ -84,6 +91,12 @@ def rows(result: dict, noise: float, sessions: int, calls: int) -> list[Row]:
             f"off: {ms(off['p50'])} ({ms(off['p99'])}); noise {ms(noise)}",
             "p50 within noise",
             on["p50"] - off["p50"] <= max(noise, 0.05 * off["p50"]),
+        ),
+        Row(
+            part,
+            "server CPU per call: recording on vs off",
+            f"{result['server_cpu_ms_per_call']['on']:.2f} ms",
+            f"off: {result['server_cpu_ms_per_call']['off']:.2f} ms",
         ),
         Row(
             part,
