@@ -55,6 +55,7 @@ def list_episodes(
     environment: Annotated[str | None, typer.Option(help="only this environment")] = None,
 ) -> None:
     """The most recent episodes: environment, start, calls, final reward, usage."""
+    from orsbox.cli.ps import usage_cells
     from orsbox.observe.episodes import recent
 
     with _open(db) as conn:
@@ -75,10 +76,7 @@ def list_episodes(
             str(e["calls"]),
             "-" if e["final_reward"] is None else f"{e['final_reward']:g}",
             "yes" if e["finished"] else "no",
-            "-" if usage.get("cpu_s") is None else f"{usage['cpu_s']:.2f}s",
-            "-"
-            if usage.get("peak_memory_bytes") is None
-            else f"{usage['peak_memory_bytes'] / 2**20:.0f}MiB",
+            *usage_cells(usage.get("cpu_s"), usage.get("peak_memory_bytes")),
         )
     out.print(table)
 
@@ -204,4 +202,4 @@ def _text(value: Any) -> str:
 
 
 def _when(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%m-%d %H:%M:%S")

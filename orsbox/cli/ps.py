@@ -50,8 +50,13 @@ def usage_columns(client: Any, container: dict[str, Any]) -> tuple[str, str]:
         return "-", "-"
     if usage is None:
         return "-", "-"
-    cpu = "-" if usage.cpu_s is None else f"{usage.cpu_s:.2f}s"
-    memory = "-" if usage.peak_memory_bytes is None else f"{usage.peak_memory_bytes / 2**20:.0f}MiB"
+    return usage_cells(usage.cpu_s, usage.peak_memory_bytes)
+
+
+def usage_cells(cpu_s: float | None, peak_memory_bytes: int | None) -> tuple[str, str]:
+    """CPU seconds and peak memory as table cells (`orsbox ps`, `orsbox episodes`)."""
+    cpu = "-" if cpu_s is None else f"{cpu_s:.2f}s"
+    memory = "-" if peak_memory_bytes is None else f"{peak_memory_bytes / 2**20:.0f}MiB"
     return cpu, memory
 
 
