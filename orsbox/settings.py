@@ -123,8 +123,8 @@ class Settings(BaseSettings):
         description="where episodes are recorded; default: "
         "$XDG_DATA_HOME/orsbox/episodes.sqlite3 (~/.local/share/...)",
     )
-    episodes_retention_days: float | None = Field(
-        default=30.0, gt=0, description="episodes older than this are removed; unset: kept"
+    episodes_retention_days: float = Field(
+        default=30.0, ge=0, description="ended episodes older than this are removed; 0: kept"
     )
     episodes_output_cap_chars: int = Field(
         default=16 * 1024, gt=64, description="longest text of a call's input or output kept"

@@ -271,7 +271,7 @@ class EpisodeRecorder:
         return tuple(values)
 
     def _apply_retention(self, conn: sqlite3.Connection) -> None:
-        if self.retention_days is None:
+        if not self.retention_days:  # 0 or None: keep every episode
             return
         cutoff = time.time() - self.retention_days * 86400
         try:
