@@ -194,15 +194,22 @@ class Engine:
 
     async def usage(self, container_id: str) -> ResourceUsage | None:
         """The container's CPU and peak memory (see `read_usage`); its first process is
-        looked up once."""
+        looked up once. Abandoned when the caller stops waiting (accounting never holds
+        up a session's end behind a hung engine)."""
         pid = self._pids.get(container_id)
         if pid is None:
-            state = (await self.inspect(container_id)).get("State") or {}
-            pid = self._pids[container_id] = int(state.get("Pid") or 0)
-        found = cgroup_usage(pid) if pid > 0 else None  # a few small sysfs reads
-        if found is not None:
-            return found
-        return await self.run("read container stats", read_usage, self.client.api, container_id, 0)
+            inspect = self.client.api.inspect_container
+            found = await self.run(
+                "inspect container", inspect, container_id, abandon_on_cancel=True
+            )
+            pid = self._pids[container_id] = int((found.get("State") or {}).get("Pid") or 0)
+        usage = cgroup_usage(pid) if pid > 0 else None  # a few small sysfs reads
+        if usage is not None:
+            return usage
+        api = self.client.api
+        return await self.run(
+            "read stats", read_usage, api, container_id, 0, abandon_on_cancel=True
+        )
 
     def forget(self, container_id: str) -> None:
         self._pids.pop(container_id, None)
