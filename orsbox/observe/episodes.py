@@ -16,6 +16,7 @@ moment and a warning (at most one a minute), never a failed call or episode.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -243,17 +244,21 @@ class EpisodeRecorder:
         conn.close()
 
     def _write(self, conn: sqlite3.Connection, batch: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """One transaction; runs of the same statement go to `executemany` (the calls of
+        a busy server are most of a batch), in queue order so an episode's row is
+        always written before its calls."""
         if not batch:
             return
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for sql, params in batch:
+            for sql, run in itertools.groupby(batch, key=lambda item: item[0]):
+                rows = [params for _, params in run]
                 if sql is _CALL:
-                    params = self._capped_call(params)
-                    conn.execute(sql, params)
-                    conn.execute(_CALL_TOTALS, (params[6], params[7], params[0]))
+                    rows = [self._capped_call(params) for params in rows]
+                    conn.executemany(_CALL, rows)
+                    conn.executemany(_CALL_TOTALS, [(r[6], r[7], r[0]) for r in rows])
                 else:
-                    conn.execute(sql, params)
+                    conn.executemany(sql, rows)
             conn.execute("COMMIT")
             self.written += len(batch)
         except sqlite3.Error as e:

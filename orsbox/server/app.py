@@ -24,7 +24,6 @@ from orsbox import __version__
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.observe.metered_backend import MeteredBackend
-from orsbox.observe.observer import Observer
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
 from orsbox.sandbox.pool import WarmPool
@@ -34,6 +33,7 @@ from orsbox.server.errors import install_error_handlers
 from orsbox.server.fast_path import CallFastPath
 from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
+from orsbox.server.observer import Observer
 from orsbox.server.openapi import install_openapi
 from orsbox.server.policy import check_policy, check_sandbox_api
 from orsbox.server.routes import calls, catalog, observe, sandboxes, scoring, sessions

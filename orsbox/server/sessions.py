@@ -30,7 +30,7 @@ from orsbox.authoring import Environment, EnvironmentContext
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
 from orsbox.observe.logs import SESSION_ID
-from orsbox.observe.observer import Observer, SessionStats
+from orsbox.server.observer import Observer, SessionStats
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.settings import Settings
 
