@@ -6,8 +6,8 @@ reward and what its sandbox used. Secrets are redacted before a record is queued
 (while the session's secrets are still known; see `orsbox.server.secrets`).
 
 Writing never holds up a tool call: the server only puts a record on a queue, and one
-writer thread commits what has queued in one transaction, within milliseconds of the
-call. The database is in WAL mode, so readers (the status page, `orsbox episodes`) never
+writer thread commits what has queued in one transaction, within about ten
+milliseconds of the call (`LINGER_S`). The database is in WAL mode, so readers (the status page, `orsbox episodes`) never
 wait for the writer, and a server killed outright (SIGKILL) leaves every committed
 call readable. A full disk, a locked or unwritable database costs the records of that
 moment and a warning (at most one a minute), never a failed call or episode.
@@ -65,6 +65,7 @@ CREATE TABLE IF NOT EXISTS calls (
 
 MAX_PENDING = 100_000  # records queued past this are dropped (with a warning)
 BATCH = 2000  # records per transaction at most
+LINGER_S = 0.01  # how long a transaction waits for more records after the first
 WARN_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
 CAP_MARKER = "\n[... {cut} characters not recorded ...]\n"
@@ -227,12 +228,7 @@ class EpisodeRecorder:
         last_retention = -RETENTION_EVERY_S
         stopping = False
         while not stopping:
-            batch = [self._queue.get()]
-            while len(batch) < BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            batch = self._next_batch()
             if _STOP in batch:
                 stopping = True
                 batch = [item for item in batch if item is not _STOP]
@@ -242,6 +238,18 @@ class EpisodeRecorder:
                 last_retention = time.monotonic()
                 self._apply_retention(conn)
         conn.close()
+
+    def _next_batch(self) -> list[Any]:
+        """The next record and what follows within `LINGER_S`: a busy server's calls
+        share a transaction instead of paying one each."""
+        batch = [self._queue.get()]
+        deadline = time.monotonic() + LINGER_S
+        while len(batch) < BATCH and batch[-1] is not _STOP:
+            try:
+                batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        return batch
 
     def _write(self, conn: sqlite3.Connection, batch: list[tuple[str, tuple[Any, ...]]]) -> None:
         """One transaction; runs of the same statement go to `executemany` (the calls of
