@@ -30,7 +30,7 @@ def test_retention_removes_old_ended_episodes_only(tmp_path: Path) -> None:
                 (episode_id, old, ended),
             )
     recorder = EpisodeRecorder(db, retention_days=1)
-    assert recorder.start()
+    assert recorder.start()  # retention runs first, then hourly
     recorder.episode_started("new", "s2", "math", "{}")
     recorder.close()
     with contextlib.closing(connect(db)) as conn:

@@ -225,7 +225,8 @@ class EpisodeRecorder:
 
     # -- the writer thread -------------------------------------------------------------
     def _write_forever(self, conn: sqlite3.Connection) -> None:
-        last_retention = -RETENTION_EVERY_S
+        self._apply_retention(conn)
+        last_retention = time.monotonic()
         stopping = False
         while not stopping:
             batch = self._next_batch()
