@@ -49,6 +49,7 @@ class SessionStats:
     ended_at: float | None = None
     tool_names: set[str] | None = None  # the tools offered, for metric labels
     task: str = ""  # the task, redacted and short, for the status page
+    prompt_recorded: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         end = self.ended_at or time.time()
@@ -123,7 +124,8 @@ class Observer:
 
     def prompt_served(self, session: Session, prompt: Any) -> None:
         """The prompt as the agent got it (blocks or messages), the first time."""
-        if self.recorder is not None:
+        if self.recorder is not None and not session.stats.prompt_recorded:
+            session.stats.prompt_recorded = True
             text = json.dumps(prompt, default=_plain)
             self.recorder.prompt(session.stats.episode_id, LIVE_SECRETS.redact(text))
 
@@ -140,9 +142,8 @@ class Observer:
 
     async def session_ending(self, session: Session, *, reaped: bool) -> None:
         """Before teardown: the final usage, kept with the episode."""
-        usage = await self.usage(session)
         session.stats.ended_at = time.time()
-        usage["wall_s"] = round(session.stats.ended_at - session.stats.started_at, 3)
+        usage = await self.usage(session)
         if reaped:
             self.metrics.sessions_reaped.labels(session.env_name).inc()
         if self.recorder is not None:
