@@ -340,16 +340,7 @@ def find(conn: sqlite3.Connection, episode_id: str) -> dict[str, Any] | None:
         f"SELECT {EPISODE_COLUMNS}, prompt FROM episodes WHERE id LIKE ? || '%' LIMIT 2",
         (episode_id.replace("%", "").replace("_", ""),),
     ).fetchall()
-    if len(rows) != 1:
-        return None
-    episode = episode_dict(rows[0])
-    episode["calls"] = [
-        call_dict(c)
-        for c in conn.execute(
-            "SELECT * FROM calls WHERE episode_id = ? ORDER BY seq", (episode["id"],)
-        )
-    ]
-    return episode
+    return _with_calls(conn, rows[0]) if len(rows) == 1 else None
 
 
 def call_dict(row: sqlite3.Row) -> dict[str, Any]:
@@ -370,11 +361,11 @@ def _decoded(record: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def every_episode(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
     """Every episode with its calls, oldest first (for export)."""
     for row in conn.execute(f"SELECT {EPISODE_COLUMNS}, prompt FROM episodes ORDER BY started_at"):
-        episode = episode_dict(row)
-        episode["calls"] = [
-            call_dict(c)
-            for c in conn.execute(
-                "SELECT * FROM calls WHERE episode_id = ? ORDER BY seq", (episode["id"],)
-            )
-        ]
-        yield episode
+        yield _with_calls(conn, row)
+
+
+def _with_calls(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
+    episode = episode_dict(row)
+    calls = conn.execute("SELECT * FROM calls WHERE episode_id = ? ORDER BY seq", (row["id"],))
+    episode["calls"] = [call_dict(c) for c in calls]
+    return episode
