@@ -8,7 +8,14 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.observe.conftest import PROTOCOL, Episode, recording_server, wait_for_episode
+from tests.observe.conftest import (
+    CODING,
+    PROTOCOL,
+    Episode,
+    read_db,
+    recording_server,
+    wait_for_episode,
+)
 from tests.servers import LiveServer
 from tests.waiting import wait_until
 
@@ -118,3 +125,28 @@ def test_metrics_need_the_token_unless_public(tmp_path: Path) -> None:
         assert httpx.get(f"{public.url}/list_environments").status_code == 401
     finally:
         public.stop()
+
+
+def test_warm_pool_and_reaping_metrics(tmp_path: Path, bundled_images: None) -> None:
+    server, db = recording_server(
+        [CODING, PROTOCOL], tmp_path, warm_pool=1, session_timeout_s=2, reap_interval_s=0.3
+    )
+    try:
+        wait_until(
+            lambda: value(scrape(server), "orsbox_warm_pool_idle") == 1, 60, message="pool filled"
+        )
+        warm = Episode(server, "coding")
+        warm.create()
+        assert warm.call("bash", command="echo warm").result()["ok"]
+        idle = Episode(server, "protocol")
+        idle.create()  # then left alone: reaped after 2 s
+        wait_for_episode(db, idle.sid)
+        after = scrape(server)
+        assert value(after, "orsbox_warm_pool_hits_total") == 1
+        assert value(after, "orsbox_sessions_reaped_total", environment="protocol") == 1
+        assert value(after, "orsbox_sandbox_starts_total", outcome="ok") == 1  # the hit
+        warm.delete()
+    finally:
+        server.stop()
+    state = read_db(db, "SELECT state FROM episodes WHERE session_id = ?", idle.sid)
+    assert state[0]["state"] == "reaped"
