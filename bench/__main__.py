@@ -25,6 +25,7 @@ from bench import (
     harbor,
     idle,
     protocol,
+    recording,
     roundtrip,
     swebench,
     throughput,
@@ -43,6 +44,7 @@ PARTS = {
     "idle": idle,
     "flood": flood,
     "swebench": swebench,
+    "recording": recording,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

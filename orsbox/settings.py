@@ -110,3 +110,25 @@ class Settings(BaseSettings):
     sandbox_max_output_bytes: int = Field(
         default=16 * 1024 * 1024, gt=0, description="most output one /run returns"
     )
+
+    # -- the operator's view (orsbox.observe) --------------------------------------------
+    metrics_public: bool = Field(
+        default=False, description="serve /metrics without the token (for a scraper)"
+    )
+    record_episodes: bool = Field(
+        default=True, description="record every episode in an SQLite database"
+    )
+    episodes_db: str | None = Field(
+        default=None,
+        description="where episodes are recorded; default: "
+        "$XDG_DATA_HOME/orsbox/episodes.sqlite3 (~/.local/share/...)",
+    )
+    episodes_retention_days: float = Field(
+        default=30.0, ge=0, description="ended episodes older than this are removed; 0: kept"
+    )
+    episodes_output_cap_chars: int = Field(
+        default=16 * 1024, gt=64, description="longest text of a call's input or output kept"
+    )
+    log_format: str = Field(
+        default="human", pattern="^(human|json)$", description="human, or json: one object a line"
+    )

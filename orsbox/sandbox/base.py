@@ -19,11 +19,14 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orsbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    from orsbox.sandbox.usage import ResourceUsage
 
 EXEC_TIMEOUT_S = 60.0
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -199,6 +202,11 @@ class Sandbox(abc.ABC):
         it away (connections open under the old setting are cut). Backends that cannot
         change it at run time raise `SandboxError`."""
         raise SandboxError(f"{type(self).__name__} cannot change its network while running")
+
+    async def usage(self) -> ResourceUsage | None:
+        """CPU seconds and peak memory so far (`orsbox.sandbox.usage`); None where the
+        backend cannot tell."""
+        return None
 
     @property
     @abc.abstractmethod

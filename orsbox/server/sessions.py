@@ -29,6 +29,8 @@ from pydantic import SecretStr
 from orsbox.authoring import Environment, EnvironmentContext
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
+from orsbox.observe.logs import SESSION_ID
+from orsbox.server.observer import Observer, SessionStats
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.settings import Settings
 
@@ -49,6 +51,8 @@ class Session:
     secret_values: list[str] = field(default_factory=list)
     setup_task: asyncio.Task[None] | None = None
     closed: bool = False
+    stats: SessionStats = field(default_factory=SessionStats)
+    observer: Observer = field(default_factory=Observer.unattached)
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -74,15 +78,25 @@ class Session:
 
 
 class SessionManager:
-    def __init__(self, settings: Settings, context_extras: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        context_extras: dict[str, Any] | None = None,
+        observer: Observer | None = None,
+    ) -> None:
         self.settings = settings
         self.context_extras = context_extras or {}
         self.sandbox_backend: Any = None
+        self.observer = observer or Observer.unattached()
         self._sessions: dict[str, Session] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def live(self) -> list[Session]:
+        """Every session not yet deleted, oldest first."""
+        return list(self._sessions.values())
 
     # -- lookup ---------------------------------------------------------------------
     def get(self, sid: str) -> Session:
@@ -145,11 +159,16 @@ class SessionManager:
     ) -> Session:
         if sid in self._sessions:
             raise BadRequest(f"session {sid!r} already exists")
-        self._check_capacity()
+        try:
+            self._check_capacity()
+        except ServiceUnavailable:
+            self.observer.session_refused(env_name, "capacity")
+            raise
         self._deleted.pop(sid, None)
-        session = Session(sid=sid, env_name=env_name, env_cls=env_cls)
+        session = Session(sid=sid, env_name=env_name, env_cls=env_cls, observer=self.observer)
         session.secret_values = LIVE_SECRETS.add(secrets)
         self._sessions[sid] = session
+        self.observer.session_created(session, task_spec)
         session.setup_task = asyncio.create_task(self._setup(session, task_spec, secrets, toolset))
         log.info("session %s created (environment %s)", sid, env_name)
         return session
@@ -181,11 +200,13 @@ class SessionManager:
         toolset: str | None,
     ) -> None:
         started = time.monotonic()
+        SESSION_ID.set(session.sid)  # the setup task's own context
         try:
             with anyio.fail_after(self.settings.setup_timeout_s):
                 await self._construct_and_setup(session, task_spec, secrets, toolset)
             log.info("session %s ready in %.3fs", session.sid, time.monotonic() - started)
         except Exception as e:
+            self.observer.setup_failed(session, e)
             session.error = LIVE_SECRETS.redact(_describe_setup_error(e, self.settings))
             log.warning("session %s setup failed: %s", session.sid, session.error)
             await self._teardown(session)
@@ -227,6 +248,7 @@ class SessionManager:
             session.setup_task.cancel()
             await asyncio.gather(session.setup_task, return_exceptions=True)
             session.ready.set()
+        await self.observer.session_ending(session, reaped=reaped)
         await self._teardown(session)
         LIVE_SECRETS.remove(session.secret_values)
         log.info("session %s deleted", sid)
