@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from orsbox import __version__
-from orsbox.cli import build, check, doctor, gc, ps, run, serve
+from orsbox.cli import build, check, cluster, doctor, gc, ps, run, serve
 
 app = typer.Typer(
     help="orsbox: a sandboxed, container-backed host for Open Reward Standard environments.",
@@ -24,6 +24,7 @@ app.command(name="check")(check.check)
 app.command(name="doctor")(doctor.doctor)
 app.command(name="ps")(ps.ps)
 app.command(name="gc")(gc.gc)
+app.add_typer(cluster.app, name="cluster")
 
 
 @app.command()
