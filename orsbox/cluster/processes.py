@@ -51,6 +51,7 @@ class Tracked:
             while self.alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
             if not self.alive():
+                _reap(self.pid)  # it may have turned zombie since alive() looked
                 return
 
 

@@ -113,6 +113,10 @@ backend pinned
     force-persist if TRUE
     use-server %[var(txn.cell)] if TRUE
     no option redispatch
+    # A refused connection means the cell's process is gone, and its sessions with it:
+    # one quick retry (its turn-around is min(timeout connect, 1 s)), then 410.
+    retries 1
+    timeout connect 500ms
     retry-on conn-failure empty-response
     option httpchk GET /health
     http-check expect status 200

@@ -23,6 +23,7 @@ from openreward import OpenReward
 from ors.client import ORS
 
 from orsbox.cluster.local import LocalCluster
+from orsbox.cluster.processes import Tracked
 from orsbox.cluster.router import CELL_GONE
 from orsbox.server.cells import cell_of
 from tests.servers import free_port
@@ -257,10 +258,9 @@ def test_a_killed_cell_takes_only_its_own_sessions(cluster: LocalCluster) -> Non
 def test_zz_down_removes_everything(cluster: LocalCluster) -> None:
     processes = [c.process for c in cluster.cells]
     engines = [cluster.engine(c) for c in cluster.cells]
-    pids = [int(e.pidfile.read_text()) for e in engines]
+    processes += [Tracked.of(int(e.pidfile.read_text())) for e in engines]
+    processes.append(Tracked(cluster.state.router_pid, cluster.state.router_started))
+    assert all(p.alive() for p in processes)
     cluster.down()
-    assert not any(p.alive() for p in processes)
-    assert not cluster.root.exists()
-    from orsbox.sandbox.docker.labels import process_start_time
-
-    assert all(process_start_time(pid) is None for pid in pids)
+    assert not any(p.alive() for p in processes)  # cells, engines, router
+    assert not cluster.root.exists()  # engine data, sockets, logs, state file
