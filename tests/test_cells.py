@@ -59,7 +59,12 @@ def test_the_default_cell_is_the_host_name_as_a_dns_label(monkeypatch: pytest.Mo
 def test_a_session_of_another_cell_gets_421_naming_it(cell_a: TestClient) -> None:
     sid = new_sid(cell_a)
     assert cell_of(sid) == "cell-a"
-    assert cell_a.post("/create", headers={"X-Session-ID": sid}, json={"split": "train", "index": 1}).status_code == 200
+    assert (
+        cell_a.post(
+            "/create", headers={"X-Session-ID": sid}, json={"split": "train", "index": 1}
+        ).status_code
+        == 200
+    )
     foreign = mint("cell-b")
     for method, path, body in (
         ("POST", "/create", {"split": "train", "index": 1}),

@@ -118,7 +118,9 @@ class LocalCluster:
             cluster._start_engines(n, images)
             for i in range(1, n + 1):
                 merged = {**(settings or {}), **(cell_settings or {}).get(i, {})}
-                record = CellRecord(f"cell-{i}", _free_port(), state.engines[i - 1], settings=merged)
+                record = CellRecord(
+                    f"cell-{i}", _free_port(), state.engines[i - 1], settings=merged
+                )
                 state.cells.append(record)
                 cluster.start_cell(record)
             cluster._start_router()

@@ -7,6 +7,7 @@ never signals a process it did not start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -38,10 +39,8 @@ class Tracked:
 
     def send(self, sig: int) -> None:
         if self.alive():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def stop(self, timeout_s: float, sig: int = signal.SIGTERM) -> None:
         """`sig`, wait for the end, SIGKILL past `timeout_s`."""
@@ -57,7 +56,5 @@ class Tracked:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if `pid` is our child (else it lingers as a zombie)."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

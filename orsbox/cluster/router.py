@@ -46,6 +46,9 @@ class CellAddress:
     address: str
 
 
+RESOLV_CONF = "resolv.conf"  # RouterOptions.nameserver: the pod's or container's own
+
+
 @dataclass(frozen=True)
 class RouterOptions:
     bind: str = "127.0.0.1:8080"
@@ -64,12 +67,12 @@ def render(cells: list[CellAddress], errors_dir: Path, options: RouterOptions) -
     stats = f"    stats socket {options.stats_socket} mode 600\n" if options.stats_socket else ""
     resolvers = ""
     if options.nameserver:
-        resolvers = (
-            "resolvers dns\n"
-            f"    nameserver dns {options.nameserver}\n"
-            "    hold valid 5s\n"
-            "    hold nx 5s\n\n"
+        source = (
+            "parse-resolv-conf"
+            if options.nameserver == RESOLV_CONF
+            else f"nameserver dns {options.nameserver}"
         )
+        resolvers = f"resolvers dns\n    {source}\n    hold valid 5s\n    hold nx 5s\n\n"
     return f"""# orsbox cluster router (orsbox.cluster.router; docs/cluster.md). HAProxy >= 2.6.
 global
     log stderr format raw local0 warning
@@ -148,3 +151,35 @@ def write_errors(errors_dir: Path) -> None:
         }
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         (errors_dir / name).write_text(f"HTTP/1.1 {status}\r\n{head}\r\n{body}")
+
+
+# -- the shipped configurations (deploy/) ------------------------------------------------
+SHIPPED_ERRORS_DIR = Path("/usr/local/etc/haproxy")  # where deploy/ mounts the error files
+
+
+def kubernetes_config(cells: int = 8) -> str:
+    """deploy/kubernetes/haproxy.cfg: StatefulSet pods `orsbox-0`... behind the headless
+    Service `orsbox-cells` in namespace `orsbox`. Names not resolvable yet (a cell not
+    scaled up) wait in maintenance; growing past `cells` is one line per backend."""
+    addresses = [
+        CellAddress(f"orsbox-{i}", f"orsbox-{i}.orsbox-cells.orsbox.svc.cluster.local:8080")
+        for i in range(cells)
+    ]
+    options = RouterOptions(bind=":8080", nameserver=RESOLV_CONF)
+    return render(addresses, SHIPPED_ERRORS_DIR, options)
+
+
+def compose_config(cells: int = 3) -> str:
+    """deploy/compose/haproxy.cfg: Compose services `cell-1`... (their host names)."""
+    addresses = [CellAddress(f"cell-{i}", f"cell-{i}:8080") for i in range(1, cells + 1)]
+    options = RouterOptions(bind=":8080", nameserver=RESOLV_CONF)
+    return render(addresses, SHIPPED_ERRORS_DIR, options)
+
+
+if __name__ == "__main__":  # python -m orsbox.cluster.router kubernetes|compose DIR
+    import sys
+
+    kind, folder = sys.argv[1], Path(sys.argv[2])
+    config = {"kubernetes": kubernetes_config, "compose": compose_config}[kind]()
+    (folder / "haproxy.cfg").write_text(config)
+    write_errors(folder)

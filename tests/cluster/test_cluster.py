@@ -160,7 +160,9 @@ def test_sse_keepalives_pass_through_unbuffered(cluster: LocalCluster) -> None:
     sid = new_session(cluster.url)
     started = time.monotonic()
     stream = post_sse(
-        f"{cluster.url}/onlybash/call", {"name": "bash", "input": {"command": "sleep 2; echo done"}}, sid
+        f"{cluster.url}/onlybash/call",
+        {"name": "bash", "input": {"command": "sleep 2; echo done"}},
+        sid,
     )
     elapsed = time.monotonic() - started
     assert stream.result()["output"]["blocks"][0]["text"].strip() == "done"
