@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench import (
     burst,
+    cluster,
     coldstart,
     create,
     flood,
@@ -43,6 +44,7 @@ PARTS = {
     "idle": idle,
     "flood": flood,
     "swebench": swebench,
+    "cluster": cluster,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
