@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -123,6 +122,7 @@ class LocalCluster:
                 )
                 state.cells.append(record)
                 cluster.start_cell(record)
+            cluster.wait_healthy(through_router=False)
             cluster._start_router()
             cluster.wait_healthy()
         except BaseException:
@@ -200,29 +200,35 @@ class LocalCluster:
         self.state.router_pid, self.state.router_started = tracked.pid, tracked.started
         self.state.save()
 
-    def wait_healthy(self, timeout_s: float = HEALTHY_TIMEOUT_S) -> None:
-        """Until each cell answers /health, directly and through the router (pinned to
-        it by a session id naming it)."""
+    def wait_healthy(
+        self, timeout_s: float = HEALTHY_TIMEOUT_S, through_router: bool = True
+    ) -> None:
+        """Until each cell answers /health directly and, `through_router`, both pinned to
+        it (an id naming it) and by placement (the router's health checks see it up)."""
         deadline = time.monotonic() + timeout_s
         for record in self.cells:
-            while not self._answers_as(record):
+            probes = [(record.url, {})]
+            if through_router:
+                probes.append((self.url, {"X-Session-ID": f"probe.{record.cell}"}))
+            while any(_cell_answering(url, headers) != record.cell for url, headers in probes):
                 if not record.process.alive():
                     raise RuntimeError(f"{record.cell} exited:\n{self.log(record.cell)[-3000:]}")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{record.cell} is not healthy through the router")
+                    raise RuntimeError(f"{record.cell} did not become healthy in {timeout_s:g}s")
                 time.sleep(0.1)
+        if through_router:
+            self._wait_placement(deadline)
 
-    def _answers_as(self, record: CellRecord) -> bool:
-        pinned = {"X-Session-ID": f"probe.{record.cell}"}
-        for url, headers in ((record.url, {}), (self.url, pinned)):
-            try:
-                request = urllib.request.Request(f"{url}/health", headers=headers)
-                with urllib.request.urlopen(request, timeout=2) as answer:
-                    if json.load(answer).get("cell") != record.cell:
-                        return False
-            except (OSError, ValueError, urllib.error.HTTPError):
-                return False
-        return True
+    def _wait_placement(self, deadline: float) -> None:
+        """Until unpinned requests have reached every cell (leastconn turns among idle
+        cells, so a few rounds of /health see them all once all are up)."""
+        missing = {c.cell for c in self.cells}
+        while missing:
+            missing.discard(_cell_answering(self.url, {}) or "")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the router does not place on {sorted(missing)}")
+            if missing:
+                time.sleep(0.05)
 
     def log(self, name: str) -> str:
         path = self.root / f"{name}.log"
@@ -241,6 +247,16 @@ class LocalCluster:
         with ThreadPoolExecutor(max(1, len(engines))) as pool:
             list(pool.map(lambda e: e.stop(), engines))
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _cell_answering(url: str, headers: dict[str, str]) -> str | None:
+    """The cell that answers `url`/health with `headers`, or None."""
+    try:
+        request = urllib.request.Request(f"{url}/health", headers=headers)
+        with urllib.request.urlopen(request, timeout=2) as answer:
+            return json.load(answer).get("cell")
+    except (OSError, ValueError):
+        return None
 
 
 def _ready_and_loaded(engine: PrivateEngine, archive: Path | None) -> None:
