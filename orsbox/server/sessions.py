@@ -197,10 +197,10 @@ class SessionManager:
         retry = {"Retry-After": str(limits.capacity_retry_after_s)}
         reserved = self._reservations()
         if len(self._sessions) + reserved >= limits.max_sessions:
+            held = f", and {reserved} ids handed out not yet created" if reserved else ""
             raise ServiceUnavailable(
-                f"server at capacity: {len(self._sessions)} live sessions and {reserved} "
-                f"about to start (max {limits.max_sessions}); delete finished sessions "
-                "or retry later",
+                f"server at capacity: {len(self._sessions)} live sessions (max "
+                f"{limits.max_sessions}){held}; delete finished sessions or retry later",
                 headers=retry,
             )
         starting = reserved + sum(1 for s in self._sessions.values() if not s.ready.is_set())
