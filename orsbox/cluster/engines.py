@@ -4,14 +4,21 @@ Each cell of a local cluster runs its sandboxes on its own `dockerd`: its own da
 exec-root, socket and pid file, so killing a cell touches no other cell's containers and
 `orsbox cluster down` knows exactly what to remove. The machine's engine sets the
 forward policy to DROP, so a second engine's bridge would pass no traffic: these run
-with `bridge: none` and `iptables: false`, and orsbox sandboxes use no network unless an
-environment asks (and the policy allows it). Images are copied in with `docker save |
+with `iptables: false`, and orsbox sandboxes use no network unless an environment asks
+(and the policy allows it).
+
+Not `bridge: none`: a dockerd started with it *deletes the host's `docker0`* (moby's
+`removeDefaultBridgeInterface`; every engine shares the host's network namespace), which
+breaks bridge networking for the machine's own engine. Each private engine gets a bridge
+of its own instead (`orsc-<hash>`, an address in 198.18.0.0/15, the benchmarking range),
+created before it starts and deleted after it stops. Images are copied in with `docker save |
 docker load` (about 3 s for the 214 MB base image). Everything is found again by its
 pid file and socket, never by process name: other engines run on this machine.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -45,21 +52,44 @@ class PrivateEngine:
         """What DOCKER_HOST (and `docker -H`) take."""
         return f"unix://{self.socket}"
 
+    @property
+    def bridge(self) -> str:
+        """This engine's own bridge interface (at most 15 characters)."""
+        return "orsc-" + hashlib.sha256(str(self.root).encode()).hexdigest()[:10]
+
+    def bridge_address(self) -> str:
+        digest = hashlib.sha256(str(self.root).encode()).digest()
+        return f"198.{18 + digest[0] % 2}.{digest[1]}.1/24"
+
     def config(self) -> dict[str, object]:
         return {
             "data-root": str(self.root / "data"),
             "exec-root": str(self.root / "exec"),
             "hosts": [self.host],
             "pidfile": str(self.pidfile),
-            "bridge": "none",
+            "bridge": self.bridge,
             "iptables": False,
+            "ip-forward": False,
             "ip-masq": False,
             "log-level": "warn",
         }
 
+    def _add_bridge(self) -> None:
+        self._remove_bridge()
+        for args in (
+            ["link", "add", self.bridge, "type", "bridge"],
+            ["addr", "add", self.bridge_address(), "dev", self.bridge],
+            ["link", "set", self.bridge, "up"],
+        ):
+            subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    def _remove_bridge(self) -> None:
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
     def start(self) -> int:
         """Start dockerd in its own process group; return its pid (not yet ready)."""
         self.root.mkdir(parents=True, exist_ok=True)
+        self._add_bridge()
         config = self.root / "daemon.json"
         config.write_text(json.dumps(self.config(), indent=2))
         with (self.root / "dockerd.log").open("ab") as log:
@@ -104,6 +134,7 @@ class PrivateEngine:
             if left:
                 self.docker("rm", "-f", *left, check=False)
             Tracked(pid, process_start_time(pid) or "").stop(STOP_TIMEOUT_S)
+        self._remove_bridge()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _pid(self) -> int | None:

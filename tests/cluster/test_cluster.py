@@ -2,7 +2,8 @@
 own private Docker engine (`orsbox.cluster.local`). One cluster per module, shared by
 the tests; the test that kills a cell restarts it, and the last one takes it all down.
 
-Cell 3 holds at most `CELL3_MAX` sessions, so the full-cell test can fill it."""
+Cell 3 holds at most `CELL3_MAX` sessions, so the full-cell test can fill it. The cells
+need a token and serve the sandbox API, as a deployment would."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from openreward import OpenReward
+from openreward.api.sandboxes.types import SandboxSettings
 from ors.client import ORS
 
 from orsbox.cluster.local import LocalCluster
@@ -35,6 +37,8 @@ pytestmark = pytest.mark.cluster
 TARGETS = ["tests/envs/protocol_envs.py:Protocol", "tests/envs/container_envs.py:OnlyBash"]
 CELL3_MAX = 6
 EPISODES = 60
+TOKEN = "cluster-token-0123456789abcdef"
+AUTH = {"X-API-Key": TOKEN}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,13 @@ def cluster() -> Iterator[LocalCluster]:
     if shutil.which("haproxy") is None:
         pytest.fail("haproxy is missing (scripts/test.sh installs it from Debian)")
     root = Path(tempfile.mkdtemp(prefix="orsc-", dir="/tmp"))  # engine sockets: short paths
-    settings = {"keepalive_s": "0.5", "session_timeout_s": "120", "result_linger_s": "30"}
+    settings = {
+        "keepalive_s": "0.5",
+        "session_timeout_s": "120",
+        "result_linger_s": "30",
+        "token": TOKEN,
+        "sandbox_api": "1",
+    }
     cluster = LocalCluster.up(
         3,
         free_port(),
@@ -58,19 +68,24 @@ def cluster() -> Iterator[LocalCluster]:
 
 # -- raw HTTP through the router -------------------------------------------------------
 def new_session(url: str, env: str = "onlybash") -> str:
-    sid = httpx.post(f"{url}/create_session", timeout=30).json()["sid"]
+    sid = httpx.post(f"{url}/create_session", headers=AUTH, timeout=30).json()["sid"]
     body = {"env_name": env, "split": "test", "index": 0}
     if env == "protocol":
         body["split"] = "train"
-    r = httpx.post(f"{url}/create", json=body, headers={"X-Session-ID": sid}, timeout=30)
+    r = httpx.post(f"{url}/create", json=body, headers={**AUTH, "X-Session-ID": sid}, timeout=30)
     assert r.status_code == 200, r.text
     return sid
 
 
 def bash(url: str, sid: str, command: str) -> str:
-    stream = post_sse(f"{url}/onlybash/call", {"name": "bash", "input": {"command": command}}, sid)
+    body = {"name": "bash", "input": {"command": command}}
+    stream = post_sse(f"{url}/onlybash/call", body, sid, **AUTH)
     assert stream.status == 200, stream.raw
     return stream.result()["output"]["blocks"][0]["text"]
+
+
+def delete(url: str, sid: str) -> None:
+    httpx.post(f"{url}/delete", headers={**AUTH, "X-Session-ID": sid})
 
 
 def sse_result(raw: str) -> dict:
@@ -90,7 +105,10 @@ def health(url: str, cell: str) -> dict:
 
 
 # -- the clients, unmodified, through the router -----------------------------------------
-def test_ors_sdk_whole_episodes_through_the_router(cluster: LocalCluster) -> None:
+def test_ors_sdk_whole_episodes_through_the_router(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORS_API_KEY", TOKEN)
     with ORS(base_url=cluster.url) as ors:
         env = ors.environment("protocol")
         assert env.list_splits() == ["train", "test", "hard"]
@@ -109,7 +127,7 @@ def test_openreward_whole_episode_through_the_router(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENREWARD_SESSION_URL", cluster.url)
-    client = OpenReward(api_key="test-key")
+    client = OpenReward(api_key=TOKEN)
     try:
         env = client.environments.get("protocol")
         with env.session(task=env.get_task("train", 3)) as session:
@@ -145,7 +163,9 @@ def test_60_concurrent_episodes_spread_over_every_cell_and_stay_exact(
 
     async def run_all() -> list[str]:
         limits = httpx.Limits(max_connections=EPISODES)
-        async with httpx.AsyncClient(base_url=cluster.url, timeout=120, limits=limits) as client:
+        async with httpx.AsyncClient(
+            base_url=cluster.url, headers=AUTH, timeout=120, limits=limits
+        ) as client:
             return await asyncio.gather(*(episode(client, n) for n in range(EPISODES)))
 
     sids = asyncio.run(run_all())
@@ -159,28 +179,46 @@ def test_60_concurrent_episodes_spread_over_every_cell_and_stay_exact(
 def test_sse_keepalives_pass_through_unbuffered(cluster: LocalCluster) -> None:
     sid = new_session(cluster.url)
     started = time.monotonic()
-    stream = post_sse(
-        f"{cluster.url}/onlybash/call",
-        {"name": "bash", "input": {"command": "sleep 2; echo done"}},
-        sid,
-    )
+    body = {"name": "bash", "input": {"command": "sleep 2; echo done"}}
+    stream = post_sse(f"{cluster.url}/onlybash/call", body, sid, **AUTH)
     elapsed = time.monotonic() - started
     assert stream.result()["output"]["blocks"][0]["text"].strip() == "done"
     # keep-alive comments (every 0.5 s on these cells) arrived while the command ran,
     # not all at once with the result: the router streams, it does not buffer
     assert len(stream.comments) >= 2, stream.raw
     assert stream.comments[0][0] < elapsed - 0.5, (stream.comments, elapsed)
+    delete(cluster.url, sid)
 
 
 def test_reconnect_by_task_id_reaches_the_same_cell(cluster: LocalCluster) -> None:
     sid = new_session(cluster.url)
     call = {"name": "bash", "input": {"command": "sleep 1; echo reconnected-$((2+3))"}}
-    headers = {"X-Session-ID": sid, "Accept": "text/event-stream"}
+    headers = {**AUTH, "X-Session-ID": sid, "Accept": "text/event-stream"}
     with httpx.stream("POST", f"{cluster.url}/onlybash/call", json=call, headers=headers) as r:
         first = next(line for line in r.iter_lines() if line.startswith("data: "))
     task_id = first[len("data: ") :]  # the connection is dropped mid-call here
-    again = post_sse(f"{cluster.url}/onlybash/call", {**call, "task_id": task_id}, sid)
+    again = post_sse(f"{cluster.url}/onlybash/call", {**call, "task_id": task_id}, sid, **AUTH)
     assert again.result()["output"]["blocks"][0]["text"].strip() == "reconnected-5"
+    delete(cluster.url, sid)
+
+
+def test_openreward_sandboxes_are_placed_and_pinned(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENREWARD_SESSION_URL", cluster.url)
+    client = OpenReward(api_key=TOKEN)
+    settings = SandboxSettings(
+        environment="orsbox/tests", image="orsbox/base:latest", machine_size="1:1",
+        block_network=True,
+    )  # fmt: skip
+    cells = set()
+    for _ in range(3):
+        with client.sandbox(settings) as box:
+            assert box.sid.startswith("sbx-")
+            cells.add(cell_of(box.sid))
+            output, code = box.run(f"echo {box.sid}")
+            assert (output, code) == (box.sid, 0)  # run reached the sandbox's own cell
+    assert cells <= {c.cell for c in cluster.cells} and None not in cells
 
 
 def test_a_session_id_is_misdirected_only_when_sent_straight_to_another_cell(
@@ -189,10 +227,11 @@ def test_a_session_id_is_misdirected_only_when_sent_straight_to_another_cell(
     sid = new_session(cluster.url)
     owner = cell_of(sid)
     other = next(c for c in cluster.cells if c.cell != owner)
-    r = httpx.post(f"{other.url}/ping", headers={"X-Session-ID": sid})
+    r = httpx.post(f"{other.url}/ping", headers={**AUTH, "X-Session-ID": sid})
     assert r.status_code == 421 and f"cell {owner!r}" in r.json()["detail"]
-    assert httpx.post(f"{cluster.url}/ping", headers={"X-Session-ID": sid}).status_code == 200
-    httpx.post(f"{cluster.url}/delete", headers={"X-Session-ID": sid})
+    ping = httpx.post(f"{cluster.url}/ping", headers={**AUTH, "X-Session-ID": sid})
+    assert ping.status_code == 200
+    delete(cluster.url, sid)
 
 
 def test_a_full_cell_moves_placement_to_the_others(cluster: LocalCluster) -> None:
@@ -204,7 +243,7 @@ def test_a_full_cell_moves_placement_to_the_others(cluster: LocalCluster) -> Non
     more = [new_session(cluster.url, "protocol") for _ in range(9)]
     assert {cell_of(sid) for sid in more} <= {"cell-1", "cell-2"}, more
     for sid in held + more:
-        httpx.post(f"{cluster.url}/delete", headers={"X-Session-ID": sid})
+        delete(cluster.url, sid)
     assert health(cluster.url, "cell-3")["sessions"] == before
 
 
@@ -224,9 +263,8 @@ def test_a_killed_cell_takes_only_its_own_sessions(cluster: LocalCluster) -> Non
     victim.process.send(signal.SIGKILL)
     killed_at = time.monotonic()
     for sid in by_cell[victim.cell]:
-        stream = post_sse(
-            f"{cluster.url}/onlybash/call", {"name": "bash", "input": {"command": "true"}}, sid
-        )
+        body = {"name": "bash", "input": {"command": "true"}}
+        stream = post_sse(f"{cluster.url}/onlybash/call", body, sid, **AUTH)
         assert stream.status == 410, stream.raw
         assert json.loads(stream.raw)["detail"] == CELL_GONE
     answered_within = time.monotonic() - killed_at
@@ -260,9 +298,21 @@ def test_a_killed_cell_takes_only_its_own_sessions(cluster: LocalCluster) -> Non
 def test_zz_down_removes_everything(cluster: LocalCluster) -> None:
     processes = [c.process for c in cluster.cells]
     engines = [cluster.engine(c) for c in cluster.cells]
+    bridges = [e.bridge for e in engines]
+    assert all(interface_exists(b) for b in bridges)
     processes += [Tracked.of(int(e.pidfile.read_text())) for e in engines]
     processes.append(Tracked(cluster.state.router_pid, cluster.state.router_started))
     assert all(p.alive() for p in processes)
     cluster.down()
     assert not any(p.alive() for p in processes)  # cells, engines, router
     assert not cluster.root.exists()  # engine data, sockets, logs, state file
+    assert not any(interface_exists(b) for b in bridges)
+    # the machine's own engine keeps its bridge (a dockerd with `bridge: none` deletes it)
+    assert interface_exists("docker0") or not HAD_DOCKER0
+
+
+def interface_exists(name: str) -> bool:
+    return Path("/sys/class/net", name).exists()
+
+
+HAD_DOCKER0 = interface_exists("docker0")
