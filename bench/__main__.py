@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench import (
     burst,
+    cluster,
     coldstart,
     create,
     flood,
@@ -45,6 +46,7 @@ PARTS = {
     "flood": flood,
     "swebench": swebench,
     "recording": recording,
+    "cluster": cluster,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

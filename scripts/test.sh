@@ -13,6 +13,10 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# The cluster tests' router (tests/cluster, docs/cluster.md): HAProxy from Debian
+if ! command -v haproxy >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+fi
 bash scripts/build-images.sh
 ruff check .
 ruff format --check orsbox tests

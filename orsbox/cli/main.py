@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from orsbox import __version__
-from orsbox.cli import build, check, doctor, episodes, gc, ps, run, serve
+from orsbox.cli import build, check, cluster, doctor, episodes, gc, ps, run, serve
 from orsbox.cli import evaluate as evaluate_command
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ app.command(name="ps")(ps.ps)
 app.command(name="gc")(gc.gc)
 app.command(name="eval")(evaluate_command.evaluate)
 app.add_typer(episodes.app, name="episodes")
+app.add_typer(cluster.app, name="cluster")
 
 
 @app.command()

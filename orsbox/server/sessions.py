@@ -10,6 +10,10 @@ setup; other requests wait for it at most `setup_wait_s`, then get 503 with
 `Retry-After`. A failed setup makes every later request fail with its message. Any
 request naming the session resets its inactivity clock, and a session in setup or with a
 tool call in flight is never idle. Deleted ids are remembered (bounded) so they answer 410.
+
+Ids come from `/create_session` (`new_id`): each names this server's cell
+(`orsbox.server.cells`) and holds a place in the capacity limits until its `/create`
+(at most `create_reservation_s`), so a cell behind a router that said yes has room.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from orsbox.authoring import Environment, EnvironmentContext
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
 from orsbox.observe.logs import SESSION_ID
+from orsbox.server.cells import check_owned, mint
 from orsbox.server.observer import Observer, SessionStats
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.settings import Settings
@@ -90,6 +95,7 @@ class SessionManager:
         self.observer = observer or Observer.unattached()
         self._sessions: dict[str, Session] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()
+        self._reserved: dict[str, float] = {}  # id from /create_session -> deadline
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -103,6 +109,7 @@ class SessionManager:
         """The session, its clock reset. 404 if never created, 410 if deleted."""
         session = self._sessions.get(sid)
         if session is None:
+            check_owned(sid, self.settings.cell)
             if sid in self._deleted:
                 raise Gone(f"session {sid!r} was deleted")
             raise NotFound(
@@ -148,6 +155,33 @@ class SessionManager:
             self._check_ready(session)
 
     # -- create ---------------------------------------------------------------------
+    def new_id(self) -> str:
+        """A session id of this cell for `/create_session`, holding a place in the
+        capacity limits until its `/create`; 503 with Retry-After when there is none."""
+        self._check_capacity()
+        sid = mint(self.settings.cell)
+        self._reserved[sid] = time.monotonic() + self.settings.create_reservation_s
+        return sid
+
+    def _reservations(self) -> int:
+        """Ids handed out and not yet created, dropping the expired ones."""
+        now = time.monotonic()
+        for sid in [s for s, deadline in self._reserved.items() if deadline < now]:
+            del self._reserved[sid]
+        return len(self._reserved)
+
+    def load(self) -> dict[str, int]:
+        """For `/health`: what a router or an operator weighs this cell by."""
+        reserved = self._reservations()
+        starting = sum(1 for s in self._sessions.values() if not s.ready.is_set())
+        return {
+            "sessions": len(self._sessions),
+            "starting": starting,
+            "reserved": reserved,
+            "max_sessions": self.settings.max_sessions,
+            "max_starting": self.settings.max_starting,
+        }
+
     def create(
         self,
         sid: str,
@@ -159,6 +193,8 @@ class SessionManager:
     ) -> Session:
         if sid in self._sessions:
             raise BadRequest(f"session {sid!r} already exists")
+        check_owned(sid, self.settings.cell)
+        self._reserved.pop(sid, None)
         try:
             self._check_capacity()
         except ServiceUnavailable:
@@ -178,13 +214,15 @@ class SessionManager:
         Docker engine or machine helps no one, and the client can retry."""
         limits = self.settings
         retry = {"Retry-After": str(limits.capacity_retry_after_s)}
-        if len(self._sessions) >= limits.max_sessions:
+        reserved = self._reservations()
+        if len(self._sessions) + reserved >= limits.max_sessions:
+            held = f", and {reserved} ids handed out not yet created" if reserved else ""
             raise ServiceUnavailable(
                 f"server at capacity: {len(self._sessions)} live sessions (max "
-                f"{limits.max_sessions}); delete finished sessions or retry later",
+                f"{limits.max_sessions}){held}; delete finished sessions or retry later",
                 headers=retry,
             )
-        starting = sum(1 for s in self._sessions.values() if not s.ready.is_set())
+        starting = reserved + sum(1 for s in self._sessions.values() if not s.ready.is_set())
         if starting >= limits.max_starting:
             raise ServiceUnavailable(
                 f"server busy: {starting} sessions are starting (max {limits.max_starting}); "
@@ -240,6 +278,8 @@ class SessionManager:
         answers 410 afterwards; a reaped (timed out) one 404, as the spec says."""
         session = self._sessions.pop(sid, None)
         if session is None:
+            check_owned(sid, self.settings.cell)
+            self._reserved.pop(sid, None)
             return False
         if not reaped:
             self._remember_deleted(sid)

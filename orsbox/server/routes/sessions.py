@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
@@ -30,11 +29,14 @@ router = APIRouter()
 SESSION_ERRORS = errors(400, 404, 410, 500, 503)  # no session, deleted, setup failed/running
 
 
-@router.post("/create_session", response_model=SessionId, responses={**SSE, **errors(413)})
-async def create_session(request: Request) -> JSONResponse | EventStreamResponse:
-    """A fresh session id: SSE (`task_id`, then `end` with `{"sid": ...}`) for clients
-    that accept `text/event-stream`, plain JSON otherwise."""
-    sid = str(uuid.uuid4())
+@router.post("/create_session", response_model=SessionId, responses={**SSE, **errors(413, 503)})
+async def create_session(
+    request: Request, sessions: SessionsDep
+) -> JSONResponse | EventStreamResponse:
+    """A fresh session id naming this cell: SSE (`task_id`, then `end` with
+    `{"sid": ...}`) for clients that accept `text/event-stream`, plain JSON otherwise.
+    503 with Retry-After when the cell is full, so a router places it on another."""
+    sid = sessions.new_id()
     if "text/event-stream" not in request.headers.get("accept", ""):
         return JSONResponse({"sid": sid})
 
