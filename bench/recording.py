@@ -34,7 +34,7 @@ async def block(sessions: list[Session], calls: int, samples: list[float]) -> No
 
 async def run(bench: Bench) -> list[Row]:
     sessions_n, calls = bench.scale(SESSIONS, 8), bench.scale(CALLS, 10)
-    db = bench.log_dir / f"episodes-{bench.run_id}.sqlite3"
+    db = bench.log_dir / f"episodes-recording-{bench.run_id}.sqlite3"
     on = bench.start_server("recording-on", ["Shell"], setup_wait_s=120, episodes_db=db)
     off = bench.start_server("recording-off", ["Shell"], setup_wait_s=120, record_episodes=0)
     servers_sessions = {}

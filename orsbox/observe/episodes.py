@@ -130,10 +130,11 @@ class EpisodeRecorder:
         self.path = Path(path)
         self.output_cap = output_cap_chars
         self.retention_days = retention_days
-        self.dropped = 0  # records lost (queue full, database errors)
+        # records lost, each counted by the one thread that drops them
+        self._dropped_queued = 0  # the queue was full (the server's thread)
+        self._dropped_failed = 0  # the database refused them (the writer's thread)
         self.written = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._pending = 0
         self._last_warning = -WARN_EVERY_S
         self._thread: threading.Thread | None = None
 
@@ -208,12 +209,16 @@ class EpisodeRecorder:
     def _put(self, sql: str, params: tuple[Any, ...]) -> None:
         if self._thread is None:
             return
-        if self._pending >= MAX_PENDING:
-            self.dropped += 1
+        if self._queue.qsize() >= MAX_PENDING:
+            self._dropped_queued += 1
             self._warn(f"the episode writer is {MAX_PENDING} records behind; dropping records")
             return
-        self._pending += 1
         self._queue.put((sql, params))
+
+    @property
+    def dropped(self) -> int:
+        """Records lost so far (a full queue, a full disk, a locked database)."""
+        return self._dropped_queued + self._dropped_failed
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Write what is queued, then stop the writer."""
@@ -233,7 +238,6 @@ class EpisodeRecorder:
             if _STOP in batch:
                 stopping = True
                 batch = [item for item in batch if item is not _STOP]
-            self._pending -= len(batch)
             self._write(conn, batch)
             if time.monotonic() - last_retention > RETENTION_EVERY_S:
                 last_retention = time.monotonic()
@@ -271,7 +275,7 @@ class EpisodeRecorder:
             conn.execute("COMMIT")
             self.written += len(batch)
         except sqlite3.Error as e:
-            self.dropped += len(batch)
+            self._dropped_failed += len(batch)
             self._warn(f"could not record {len(batch)} episode record(s) in {self.path}: {e}")
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")

@@ -58,7 +58,7 @@ def live_sessions(sessions: list[dict[str, Any]]) -> str:
         f'<tr class="session"><td title="{escape(s["sid"])}">{escape(s["sid"][:8])}</td>'
         f"<td>{escape(s['environment'])}</td><td>{escape(_short(s['task'], 60))}</td>"
         f'<td class="n">{_duration(s["usage"]["wall_s"])}</td><td>{escape(s["state"])}</td>'
-        f'<td class="n">{s["usage"]["calls"]}</td><td class="n">{_cpu(s["usage"]["cpu_s"])}</td>'
+        f'<td class="n">{escape(str(s["usage"]["calls"]))}</td><td class="n">{_cpu(s["usage"]["cpu_s"])}</td>'
         f'<td class="n">{_bytes(s["usage"]["peak_memory_bytes"])}</td>'
         f'<td class="n">{_bytes(s["usage"]["output_bytes"])}</td>'
         f"<td>{escape(s['container'] or '-')}</td></tr>"
@@ -79,7 +79,7 @@ def recent_episodes(episodes: list[dict[str, Any]] | None) -> str:
         f'<tr class="episode"><td><a href="/ui/episodes/{escape(e["id"])}">{escape(e["id"][:12])}</a></td>'
         f"<td>{escape(e['environment'])}</td><td>{_when(e['started_at'])}</td>"
         f'<td class="n">{_duration((e["ended_at"] or time.time()) - e["started_at"])}</td>'
-        f'<td>{escape(e["state"])}</td><td class="n">{e["calls"]}</td>'
+        f'<td>{escape(e["state"])}</td><td class="n">{escape(str(e["calls"]))}</td>'
         f'<td class="n">{_reward(e["final_reward"])}</td><td>{"yes" if e["finished"] else "no"}</td></tr>'
         for e in episodes
     )
@@ -117,7 +117,7 @@ def transcript(episode: dict[str, Any]) -> str:
 def _call(call: dict[str, Any]) -> str:
     outcome_class = "good" if call["outcome"] == "ok" else "bad"
     head = (
-        f"<b>#{call['seq']} {escape(call['tool'])}</b> "
+        f"<b>#{escape(str(call['seq']))} {escape(call['tool'])}</b> "
         f'<span class="{outcome_class}">{escape(call["outcome"])}</span> '
         f'<span class="muted">{_duration(call["duration_s"])}'
         f" · reward {_reward(call['reward'])} · finished {'yes' if call['finished'] else 'no'}</span>"

@@ -62,8 +62,8 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_full_disk_costs_records_not_calls(tmp_path: Path, tiny_disk: Path) -> None:
     server, _ = recording_server([PROTOCOL], tmp_path, episodes_db=tiny_disk / "episodes.sqlite3")
     try:
-        for _ in range(4):  # 4 x 10 calls x 10 KB of output: more than the disk holds
-            play(Episode(server, "protocol"), 10, text="y" * 10_000)
+        # 12 calls of 20 KB in and out (each kept up to 16 K characters): ~400 KB
+        play(Episode(server, "protocol"), 12, text="y" * 20_000)
         wait_until(lambda: "could not record" in server.log(), 30, message="a warning")
         assert "database or disk is full" in server.log()
         assert value(scrape(server), "orsbox_episode_records_dropped_total") >= 1

@@ -1,5 +1,5 @@
-"""Every episode recorded: the four bundled environments played through `orsbox run`,
-then read back with `orsbox episodes list | show | export` (JSON lines and Parquet).
+"""Every episode recorded: the four bundled environments' example episodes played over
+HTTP, then read back with `orsbox episodes list | show | export` (JSON lines and Parquet).
 Secrets stay out of the record; a server killed mid-episode leaves a readable database
 with every finished call in it."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sqlite3
 import threading
@@ -16,12 +15,13 @@ from pathlib import Path
 import docker
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+from orsbox.cli.main import app
 from tests.observe.conftest import (
     CODING,
     Episode,
     example,
-    orsbox,
     read_db,
     recording_server,
     wait_for_episode,
@@ -47,20 +47,24 @@ def test_every_bundled_environment_is_recorded_and_exported(
     server, db = bundled_recording
     actions = {env: example(env, "train-0-correct") for env in BUNDLED}
     for env, path in actions.items():
-        played = orsbox("run", env, "--url", server.url, "--actions", str(path))
-        assert played.returncode == 0 and "final reward: 1.0" in played.stdout, played.stderr
+        episode = Episode(server, env)
+        episode.create()
+        for line in path.read_text().splitlines():
+            action = json.loads(line)
+            result = episode.call(action["name"], **action.get("input", {})).result()
+        assert result["output"]["reward"] == 1.0 and result["output"]["finished"], result
+        episode.delete()
     wait_until(
         lambda: len(read_db(db, "SELECT id FROM episodes WHERE ended_at IS NOT NULL")) == 4,
         30,
         message="four ended episodes",
     )
 
-    listed = orsbox("episodes", "list", "--db", str(db), env={**os.environ, "COLUMNS": "200"})
-    assert listed.returncode == 0 and all(env in listed.stdout for env in BUNDLED), listed
+    listed = episodes_cli("list", "--db", str(db))
+    assert all(env in listed for env in BUNDLED), listed
 
-    exported = orsbox("episodes", "export", "--db", str(db), "--format", "jsonl")
-    assert exported.returncode == 0, exported.stderr
-    episodes = {e["environment"]: e for e in map(json.loads, exported.stdout.splitlines())}
+    exported = episodes_cli("export", "--db", str(db), "--format", "jsonl")
+    episodes = {e["environment"]: e for e in map(json.loads, exported.splitlines())}
     assert sorted(episodes) == sorted(BUNDLED)
     for env, episode in episodes.items():
         played = [json.loads(line) for line in actions[env].read_text().splitlines() if line]
@@ -75,18 +79,11 @@ def test_every_bundled_environment_is_recorded_and_exported(
         if env != "math":  # the one environment without a sandbox
             assert episode["usage"]["cpu_s"] > 0 and episode["usage"]["peak_memory_bytes"] > 0
 
-    shown = orsbox("episodes", "show", episodes["swe"]["id"][:10], "--db", str(db))
-    assert (
-        shown.returncode == 0
-        and "edit_file" in shown.stdout
-        and "final reward: 1.0" in shown.stdout
-    )
+    shown = episodes_cli("show", episodes["swe"]["id"][:10], "--db", str(db))
+    assert "edit_file" in shown and "final reward: 1.0" in shown
 
     parquet = tmp_path / "episodes.parquet"
-    written = orsbox(
-        "episodes", "export", "--db", str(db), "--format", "parquet", "--output", str(parquet)
-    )
-    assert written.returncode == 0, written.stderr
+    episodes_cli("export", "--db", str(db), "--format", "parquet", "--output", str(parquet))
     table = pd.read_parquet(parquet)
     assert sorted(table["environment"]) == sorted(BUNDLED)
     swe = table[table["environment"] == "swe"].iloc[0]
@@ -135,8 +132,14 @@ def test_a_killed_server_leaves_every_finished_call_readable(
     assert [json.loads(c["output"])["output"]["blocks"][0]["text"] for c in calls] == [
         f"call {n}\n" for n in range(5)
     ]
-    shown = orsbox("episodes", "show", rows[0]["id"], "--db", str(db))
-    assert shown.returncode == 0 and "call 4" in shown.stdout
+    assert "call 4" in episodes_cli("show", rows[0]["id"], "--db", str(db))
+
+
+def episodes_cli(*args: str) -> str:
+    """`orsbox episodes ...` in this process (the command reads only the database)."""
+    result = CliRunner().invoke(app, ["episodes", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
 
 
 def _processes_of(server: LiveServer) -> str:
