@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bench import (
     burst,
+    cluster,
     coldstart,
     create,
     flood,
@@ -27,6 +28,7 @@ from bench import (
     idle,
     prepared,
     protocol,
+    recording,
     roundtrip,
     swebench,
     throughput,
@@ -47,6 +49,8 @@ PARTS = {
     "swebench": swebench,
     "prepared": prepared,
     "fork": fork,
+    "recording": recording,
+    "cluster": cluster,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

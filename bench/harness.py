@@ -85,6 +85,8 @@ class Bench:
     def start_server(self, name: str, envs: list[str], **settings: Any) -> servers.BenchServer:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         settings.setdefault("server_id", f"bench-{self.run_id}-{name}")
+        # servers record episodes as by default, into the run's folder, not the user's
+        settings.setdefault("episodes_db", self.log_dir / f"episodes-{name}.sqlite3")
         server = servers.start("orsbox", envs, self.log_dir, **settings)
         self._servers.append(server)
         return server

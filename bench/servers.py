@@ -114,6 +114,7 @@ def start(kind: str, envs: list[str], log_dir: Path, **settings: object) -> Benc
     return server
 
 
+ENGINE_PIDFILE = Path("/var/run/docker.pid")
 DOCKER_CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")  # cgroup v1, as on this machine
 
 
@@ -134,18 +135,25 @@ def _total_cpu(pids: list[int]) -> float:
     return seconds
 
 
+def _engine_pids() -> list[int]:
+    """The default socket's dockerd, by the pid file it writes (other engines may run
+    beside it: gVisor's, a cluster's cells)."""
+    with contextlib.suppress(OSError, ValueError):
+        return [int(ENGINE_PIDFILE.read_text().split()[0])]
+    return []
+
+
 def cpu_snapshot(server_pid: int, container_ids: set[str]) -> dict[str, float]:
     """CPU seconds used so far by each party on the call path: the server; the docker
     engine (dockerd: shared, so anyone else's use of it counts too); the containerd
     shims of `container_ids`; and those containers themselves (agent, bash, commands)."""
-    dockerd = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True)
     containers = 0.0
     for cid in container_ids:
         with contextlib.suppress(OSError):
             containers += int((DOCKER_CGROUP / cid / "cpuacct.usage").read_text()) / 1e9
     return {
         "server": cpu_seconds(server_pid),
-        "dockerd": _total_cpu([int(p) for p in dockerd.stdout.split()]),
+        "dockerd": _total_cpu(_engine_pids()),
         "shims": _total_cpu(_shim_pids(container_ids)),
         "containers": containers,
     }

@@ -1,4 +1,5 @@
-"""A small synchronous ORS client: enough to play one scripted episode (`orsbox run`).
+"""A small ORS client: enough to play a scripted episode (`orsbox run`, synchronous) or
+many model-driven ones at once (`orsbox eval`, `AsyncSession`).
 
 Agents use `ors-sdk` or `openreward`; this client exists so the CLI needs neither. It
 waits out setup (503 with `Retry-After`) and reads a tool result from its SSE stream
@@ -7,6 +8,8 @@ waits out setup (503 with `Retry-After`) and reads a tool result from its SSE st
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -19,10 +22,15 @@ from orsbox.errors import OrsboxError
 
 SETUP_DEADLINE_S = 900.0
 CALL_TIMEOUT_S = 900.0
+PING_INTERVAL_S = 10.0  # what ors-sdk and openreward clients send
 
 
 class ClientError(OrsboxError):
     """The server answered with an error, or the stream ended without a result."""
+
+
+class ToolFailed(ClientError):
+    """The tool itself raised: the server answered the call with an `error` event."""
 
 
 class Session:
@@ -79,7 +87,11 @@ class Session:
             if response.status_code != 200:
                 response.read()
                 raise ClientError(f"call {name}: HTTP {response.status_code}: {response.text}")
-            return _read_result(response.iter_lines())
+            reader = ResultReader()
+            for line in response.iter_lines():
+                if (result := reader.feed(line)) is not None:
+                    return result
+            return reader.missing()
 
     def fork(self, n: int) -> list[Session]:
         """`n` new sessions from this session's current files (orsbox's
@@ -114,28 +126,161 @@ def _json(response: httpx.Response, path: str) -> Any:
         except ValueError:
             detail = response.text
         raise ClientError(f"{path}: HTTP {response.status_code}: {detail}")
-    return response.json()
+    return _parsed(response.text, path)
 
 
-def _read_result(lines: Any) -> dict[str, Any]:
-    event, data, pieces = None, [], []
-    for line in lines:
+def _parsed(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ClientError(f"{where}: the server's answer is not JSON: {text[:200]!r}") from None
+
+
+class ResultReader:
+    """Reads a tool call's SSE stream a line at a time: `feed` returns the result once
+    the `end` event arrives; an `error` event raises `ToolFailed`."""
+
+    def __init__(self) -> None:
+        self._event: str | None = None
+        self._data: list[str] = []
+        self._pieces: list[str] = []
+
+    def feed(self, line: str) -> dict[str, Any] | None:
         if line.startswith(":"):
-            continue
+            return None
         if line.startswith("event:"):
-            event = line[len("event:") :].strip()
+            self._event = line[len("event:") :].strip()
         elif line.startswith("data:"):
-            data.append(line[len("data:") :].removeprefix(" "))
-        elif line == "" and event is not None:
-            text = "\n".join(data)
+            self._data.append(line[len("data:") :].removeprefix(" "))
+        elif line == "" and self._event is not None:
+            event, text = self._event, "\n".join(self._data)
+            self._event, self._data = None, []
             if event == "error":
-                raise ClientError(f"the tool failed: {text}")
+                raise ToolFailed(f"the tool failed: {text}")
             if event in ("chunk", "end"):
-                pieces.append(text)
+                self._pieces.append(text)
             if event == "end":
-                return json.loads("".join(pieces))
-            event, data = None, []
-    raise ClientError("the result stream ended without a result")
+                return _parsed("".join(self._pieces), "the tool result")
+        return None
+
+    @staticmethod
+    def missing() -> dict[str, Any]:
+        raise ClientError("the result stream ended without a result")
+
+
+class AsyncSession:
+    """One episode on a server, for asyncio callers: `async with AsyncSession(...)`
+    creates it and deletes it on exit, whatever happened (also on cancellation)."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        url: str,
+        env: str,
+        split: str,
+        index: int,
+        token: str | None = None,
+        ping_interval_s: float = PING_INTERVAL_S,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.ping_interval_s = ping_interval_s
+        self._pinger: asyncio.Task[None] | None = None
+        self.env = env
+        self.sid = uuid.uuid4().hex
+        self._headers = {"X-Session-ID": self.sid}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._http = http
+        self._task = {"env_name": env, "split": split, "index": index}
+
+    async def __aenter__(self) -> AsyncSession:
+        await self._ready("POST", "/create", self._task)  # 503: the server is at capacity
+        self._pinger = asyncio.create_task(self._keep_alive())
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        """Delete the session even when cancelled (Ctrl-C, a time limit), and however
+        often: a cancellation that arrives meanwhile is raised once it is deleted."""
+        if self._pinger is not None:
+            self._pinger.cancel()
+        delete = asyncio.ensure_future(self._delete())
+        interrupted = False
+        while not delete.done():
+            try:
+                await asyncio.shield(delete)
+            except asyncio.CancelledError:
+                interrupted = True
+        if interrupted and exc_type is None:
+            raise asyncio.CancelledError
+
+    async def _keep_alive(self) -> None:
+        """Ping while the episode lasts, as the reference clients do: a model that
+        thinks for longer than the server's inactivity timeout keeps its session."""
+        while True:
+            await asyncio.sleep(self.ping_interval_s)
+            with contextlib.suppress(httpx.HTTPError):
+                await self._http.post(f"{self.url}/ping", headers=self._headers)
+
+    async def _delete(self) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            await self._http.post(f"{self.url}/delete", headers=self._headers, timeout=30)
+
+    async def prompt(self) -> list[dict[str, Any]]:
+        """The prompt blocks; waits while the environment's setup runs."""
+        return await self._ready("GET", f"/{self.env}/prompt")
+
+    async def tools(self) -> list[dict[str, Any]]:
+        """This task's tool specs (`task_tools`: shared and task-specific ones)."""
+        return (await self._ready("GET", f"/{self.env}/task_tools"))["tools"]
+
+    async def call(self, name: str, tool_input: Any) -> dict[str, Any]:
+        """`{"ok": true, "output": {...}}` or `{"ok": false, "error": ...}`; raises
+        `ToolFailed` when the tool raised."""
+        body = {"name": name, "input": tool_input}
+        url = f"{self.url}/{self.env}/call"
+        request = self._http.stream(
+            "POST", url, json=body, headers=self._headers, timeout=CALL_TIMEOUT_S
+        )
+        async with request as response:
+            if response.status_code != 200:
+                await response.aread()
+                raise ClientError(f"call {name}: HTTP {response.status_code}: {response.text}")
+            reader = ResultReader()
+            async for line in response.aiter_lines():
+                if (result := reader.feed(line)) is not None:
+                    return result
+            return reader.missing()
+
+    async def _ready(self, method: str, path: str, body: Any = None) -> Any:
+        """The answer once the server has room and the session is set up: a 503 is
+        asked again after its Retry-After."""
+        deadline = time.monotonic() + SETUP_DEADLINE_S
+        url = f"{self.url}{path}"
+        while True:
+            response = await self._http.request(method, url, json=body, headers=self._headers)
+            if response.status_code != 503 or time.monotonic() > deadline:
+                return _json(response, path)
+            await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
+
+
+async def list_tasks(
+    http: httpx.AsyncClient, url: str, env: str, split: str, token: str | None = None
+) -> list[dict[str, Any]]:
+    """Every task of `split`, in index order."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = await http.post(
+        f"{url.rstrip('/')}/{env}/tasks", json={"split": split}, headers=headers
+    )
+    return _json(response, f"/{env}/tasks")["tasks"]
+
+
+async def list_splits(
+    http: httpx.AsyncClient, url: str, env: str, token: str | None = None
+) -> list[str]:
+    """The environment's split names, in the order it lists them."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = await http.get(f"{url.rstrip('/')}/{env}/splits", headers=headers)
+    return [s["name"] if isinstance(s, dict) else str(s) for s in _json(response, "/splits")]
 
 
 def warm(url: str, env: str, count: int, token: str | None = None, **task: Any) -> dict[str, Any]:

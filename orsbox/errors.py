@@ -6,6 +6,7 @@
     ├── Forbidden                    outside the operator's policy; names the setting
     ├── NotFound                     unknown environment or session
     ├── Gone                         session was deleted
+    ├── Misdirected                  the session belongs to another cell of a cluster
     ├── PayloadTooLarge
     ├── RangeNotSatisfiable          a read past the end of a file
     ├── ServiceUnavailable           setup still running, capacity reached
@@ -56,6 +57,10 @@ class NotFound(OrsboxError):
 
 
 class Gone(OrsboxError):
+    pass
+
+
+class Misdirected(OrsboxError):
     pass
 
 

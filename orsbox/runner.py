@@ -18,9 +18,14 @@ from orsbox.authoring import Environment
 from orsbox.settings import Settings
 
 
-def log_config(level: str) -> dict[str, Any]:
-    """Uvicorn's logging setup plus the `orsbox` loggers on the same handler."""
+def log_config(level: str, log_format: str = "human") -> dict[str, Any]:
+    """Uvicorn's logging setup plus the `orsbox` loggers on the same handler; with
+    `log_format="json"` every line is one JSON object (`orsbox.observe.logs`)."""
     config = copy.deepcopy(LOGGING_CONFIG)
+    if log_format == "json":
+        for formatter in config["formatters"].values():
+            formatter.clear()
+            formatter["()"] = "orsbox.observe.logs.JsonFormatter"
     config["loggers"]["orsbox"] = {
         "handlers": ["default"],
         "level": level.upper(),
@@ -46,7 +51,7 @@ def serve(
         app,
         host=settings.host,
         port=settings.port,
-        log_config=log_config(settings.log_level),
+        log_config=log_config(settings.log_level, settings.log_format),
         log_level=settings.log_level,
         timeout_keep_alive=60,
         timeout_graceful_shutdown=30,

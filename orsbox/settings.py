@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -124,3 +124,50 @@ class Settings(BaseSettings):
         ge=0,
         description="idle pooled sandboxes' memory limits together stay within this",
     )
+    # -- the operator's view (orsbox.observe) --------------------------------------------
+    metrics_public: bool = Field(
+        default=False, description="serve /metrics without the token (for a scraper)"
+    )
+    record_episodes: bool = Field(
+        default=True, description="record every episode in an SQLite database"
+    )
+    episodes_db: str | None = Field(
+        default=None,
+        description="where episodes are recorded; default: "
+        "$XDG_DATA_HOME/orsbox/episodes.sqlite3 (~/.local/share/...)",
+    )
+    episodes_retention_days: float = Field(
+        default=30.0, ge=0, description="ended episodes older than this are removed; 0: kept"
+    )
+    episodes_output_cap_chars: int = Field(
+        default=16 * 1024, gt=64, description="longest text of a call's input or output kept"
+    )
+    log_format: str = Field(
+        default="human", pattern="^(human|json)$", description="human, or json: one object a line"
+    )
+
+    # -- one cell of a cluster behind a router (orsbox.server.cells, docs/cluster.md) -----
+    cell: str = Field(
+        default_factory=lambda: _default_cell(),
+        description="this server's cell id, carried in the session ids it creates so a "
+        "router can send each request to its cell; a DNS label; default: the host name",
+    )
+    create_reservation_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="a session id from /create_session holds a place for this long "
+        "before /create, so a cell never hands out more ids than it has room for",
+    )
+
+    @field_validator("cell")
+    @classmethod
+    def _cell_is_a_dns_label(cls, value: str) -> str:
+        from orsbox.server.cells import check_cell
+
+        return check_cell(value)
+
+
+def _default_cell() -> str:
+    from orsbox.server.cells import default_cell
+
+    return default_cell()

@@ -8,6 +8,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
 bash scripts/start-docker.sh
+# The status page test drives a real headless browser (tests/observe/test_status_page.py)
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+# The cluster tests' router (tests/cluster, docs/cluster.md): HAProxy from Debian
+if ! command -v haproxy >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+fi
 bash scripts/build-images.sh
 ruff check .
 ruff format --check orsbox tests

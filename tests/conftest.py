@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,12 @@ from tests.waiting import poll_until
 
 # The openreward client's PyPI update check is network traffic this machine cannot make.
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
+# Servers the tests start record their episodes in this run's own database, not the
+# user's (a test that reads episodes gives its server a database of its own).
+os.environ.setdefault(
+    "ORSBOX_EPISODES_DB",
+    str(Path(tempfile.mkdtemp(prefix="orsbox-test-episodes-")) / "episodes.sqlite3"),
+)
 
 PROTOCOL_ENVS = ["tests/envs/protocol_envs.py:Protocol", "tests/envs/protocol_envs.py:Second"]
 

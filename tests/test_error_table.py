@@ -22,6 +22,7 @@ EXPECTED = {
     errors.Forbidden: 403,
     errors.NotFound: 404,
     errors.Gone: 410,
+    errors.Misdirected: 421,
     errors.PayloadTooLarge: 413,
     errors.RangeNotSatisfiable: 416,
     errors.ServiceUnavailable: 503,

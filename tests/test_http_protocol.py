@@ -10,6 +10,7 @@ import uuid
 import httpx
 import pytest
 
+from orsbox.settings import Settings
 from tests.envs.protocol_envs import BIG_TEXT
 from tests.servers import LiveServer
 from tests.sse_client import post_sse
@@ -38,7 +39,8 @@ def post(
 
 # -- discovery -------------------------------------------------------------------------
 def test_health_version_and_environments(protocol_server: LiveServer) -> None:
-    assert get(protocol_server, "/health").json() == {"status": "ok"}
+    health = get(protocol_server, "/health").json()
+    assert health["status"] == "ok" and health["cell"] == Settings().cell
     assert get(protocol_server, "/version").json()["version"]
     assert get(protocol_server, "/list_environments").json() == ["protocol", "second_env"]
 
@@ -287,7 +289,7 @@ def test_delete_is_idempotent(protocol_server: LiveServer) -> None:
 def test_create_session_json_or_sse(protocol_server: LiveServer) -> None:
     plain = httpx.post(f"{protocol_server.url}/create_session")
     assert plain.headers["content-type"].startswith("application/json")
-    assert uuid.UUID(plain.json()["sid"])
+    assert uuid.UUID(plain.json()["sid"].split(".")[0])
     stream = post_sse(f"{protocol_server.url}/create_session", None, "")
     assert stream.names() == ["task_id", "end"]
     assert json.loads(stream.events[1][1]) == {"sid": stream.events[0][1]}

@@ -51,6 +51,7 @@ from orsbox.sandbox.base import (
 )
 from orsbox.sandbox.prepared import PreparedCache
 from orsbox.sandbox.snapshots import SharedSnapshot
+from orsbox.sandbox.usage import ResourceUsage
 
 BASE_IMAGE = "orsbox/base:latest"
 
@@ -85,6 +86,22 @@ class ContainerEnvironment(Environment):
         if self._sandbox is None:
             raise SandboxGone(self._sandbox_lost or "the sandbox is not running")
         return self._sandbox
+
+    async def resource_usage(self) -> ResourceUsage | None:
+        """What the episode's sandbox has used so far; None without a running one."""
+        sandbox = self._sandbox
+        if sandbox is None:
+            return None
+        try:
+            return await sandbox.usage()
+        except SandboxError as e:  # accounting must never fail an episode
+            log.warning("could not read the sandbox's usage: %s", e)
+            return None
+
+    def sandbox_name(self) -> str | None:
+        """The running sandbox's name (a container name under Docker), for operators."""
+        sandbox = self._sandbox
+        return None if sandbox is None else getattr(sandbox, "name", sandbox.id)
 
     def sandbox_spec(self) -> SandboxSpec:
         context = self.orsbox_context

@@ -8,7 +8,8 @@ from __future__ import annotations
 import typer
 
 from orsbox import __version__
-from orsbox.cli import build, check, doctor, gc, ps, run, serve, warm
+from orsbox.cli import build, check, cluster, doctor, episodes, gc, ps, run, serve, warm
+from orsbox.cli import evaluate as evaluate_command
 
 app = typer.Typer(
     help="orsbox: a sandboxed, container-backed host for Open Reward Standard environments.",
@@ -25,6 +26,9 @@ app.command(name="doctor")(doctor.doctor)
 app.command(name="ps")(ps.ps)
 app.command(name="gc")(gc.gc)
 app.command(name="warm")(warm.warm)
+app.command(name="eval")(evaluate_command.evaluate)
+app.add_typer(episodes.app, name="episodes")
+app.add_typer(cluster.app, name="cluster")
 
 
 @app.command()

@@ -28,6 +28,16 @@ from orsbox.formats import FormatOptions
 out = Console(highlight=False, soft_wrap=True)
 SERVER_START_S = 60.0
 
+# the ORS server a command talks to; `orsbox eval` takes the same two options
+ServerUrl = Annotated[
+    str | None,
+    typer.Option(help="a running server, e.g. http://127.0.0.1:8080; default: in-process"),
+]
+ServerToken = Annotated[
+    str | None,
+    typer.Option(envvar="ORSBOX_TOKEN", help="the server's API token, if it needs one"),
+]
+
 
 def read_actions(path: Path) -> list[dict[str, Any]]:
     """The tool calls of a JSONL file: `{"name": "bash", "input": {...}}` a line."""
@@ -132,7 +142,7 @@ def play(
     out.print(f"[bold]final reward: {reward}  finished: {str(finished).lower()}[/bold]")
 
 
-def _local_environment(target: str, dataset: FormatOptions) -> list[type[Environment]]:
+def local_environment(target: str, dataset: FormatOptions) -> list[type[Environment]]:
     from orsbox.cli.build import ensure_images
     from orsbox.targets import resolve_target
 
@@ -171,14 +181,8 @@ def run(
         str | None, typer.Option(help="task split (default: the first one)", show_default=False)
     ] = None,
     index: Annotated[int, typer.Option(help="task index in the split")] = 0,
-    url: Annotated[
-        str | None,
-        typer.Option(help="a running server, e.g. http://127.0.0.1:8080; default: in-process"),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(envvar="ORSBOX_TOKEN", help="the server's API token, if it needs one"),
-    ] = None,
+    url: ServerUrl = None,
+    token: ServerToken = None,
     dataset: FormatOptions | None = None,
 ) -> None:
     """Play one scripted episode and print what happens.
@@ -186,24 +190,32 @@ def run(
     Prints the prompt, each call with its output, reward and finished flag, and the
     final reward. Exit code 0 whatever the reward; 1 when the server fails the
     episode."""
-    import httpx
-
-    from orsbox.client import ClientError
-
     steps = read_actions(actions)
     try:
-        with contextlib.ExitStack() as stack:
+        with failures_exit("episode"), contextlib.ExitStack() as stack:
             name = env
             if url is None:
-                environments = _local_environment(env, dataset or FormatOptions())
+                environments = local_environment(env, dataset or FormatOptions())
                 name = environments[0].name().lower()
                 url = stack.enter_context(local_server(environments))
             play(url, name, split or _first_split(url, name, token), index, steps, token)
     except ManifestError as e:
         raise typer.BadParameter(str(e), param_hint="ENV") from e
-    except (ClientError, OrsboxError) as e:
-        out.print(f"[red]episode failed:[/red] {escape(str(e))}")
+
+
+@contextlib.contextmanager
+def failures_exit(what: str, console: Console = out) -> Iterator[None]:
+    """What a server or the way to it did wrong, as one red line and exit code 1 (a
+    broken manifest passes through: the caller names the argument it came from)."""
+    import httpx
+
+    try:
+        yield
+    except ManifestError:
+        raise
+    except OrsboxError as e:  # the client's errors included
+        console.print(f"[red]{what} failed:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     except httpx.HTTPError as e:
-        out.print(f"[red]cannot reach the server:[/red] {e}")
+        console.print(f"[red]cannot reach the server:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None

@@ -11,6 +11,7 @@ import typer
 
 from orsbox.cli import dataset_options as D
 from orsbox.errors import ManifestError
+from orsbox.observe.logs import LOG_FORMATS
 from orsbox.settings import Settings
 
 _DEFAULTS = Settings()
@@ -40,6 +41,9 @@ def serve(
     ] = _DEFAULTS.max_body_bytes,
     build: Annotated[bool, typer.Option(help="build missing images before serving")] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+    log_format: Annotated[
+        str, typer.Option(help="human, or json: one object a line with session and call ids")
+    ] = _DEFAULTS.log_format,
     dataset: D.FormatOptions | None = None,
 ) -> None:
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
@@ -51,6 +55,8 @@ def serve(
     from orsbox.targets import resolve_targets
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    if log_format not in LOG_FORMATS:
+        raise typer.BadParameter(f"one of {', '.join(LOG_FORMATS)}", param_hint="--log-format")
     try:
         environments = resolve_targets(targets or [], dataset)
     except ManifestError as e:
@@ -65,6 +71,7 @@ def serve(
             "setup_wait_s": setup_wait,
             "max_body_bytes": max_body,
             "log_level": log_level,
+            "log_format": log_format,
         }
     )
     advertise_sandbox_api(settings)

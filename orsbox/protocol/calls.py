@@ -9,6 +9,7 @@ only found from the session that started it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,11 @@ Event = dict[str, str]
 RESULT_LINGER_S = 60.0
 
 log = logging.getLogger("orsbox.calls")
+
+# The task id of the call being run, within its task (for log lines, see orsbox.observe).
+CURRENT_TASK_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "orsbox_task_id", default=None
+)
 
 
 @dataclass(eq=False)
@@ -60,6 +66,7 @@ class CallRegistry:
         return len(self._calls)
 
     async def _run(self, record: CallRecord, run: Callable[[], Awaitable[list[Event]]]) -> None:
+        CURRENT_TASK_ID.set(record.task_id)  # this task's own context: no reset needed
         try:
             record.events = await run()
         except asyncio.CancelledError:

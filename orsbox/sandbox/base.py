@@ -27,6 +27,7 @@ from orsbox.errors import SandboxError
 
 if TYPE_CHECKING:
     from orsbox.sandbox.snapshots import SnapshotStore
+    from orsbox.sandbox.usage import ResourceUsage
 
 EXEC_TIMEOUT_S = 60.0
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -202,6 +203,11 @@ class Sandbox(abc.ABC):
         it away (connections open under the old setting are cut). Backends that cannot
         change it at run time raise `SandboxError`."""
         raise SandboxError(f"{type(self).__name__} cannot change its network while running")
+
+    async def usage(self) -> ResourceUsage | None:
+        """CPU seconds and peak memory so far (`orsbox.sandbox.usage`); None where the
+        backend cannot tell."""
+        return None
 
     @property
     @abc.abstractmethod

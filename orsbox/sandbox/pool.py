@@ -96,6 +96,8 @@ class WarmPool(SandboxBackend):
         self._janitor: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
+        self.hits = 0  # starts answered from a shelf (for metrics)
+        self.misses = 0  # starts that found the shelf empty
 
     # -- handing out
 
@@ -105,7 +107,9 @@ class WarmPool(SandboxBackend):
         sandbox = shelf.idle.pop(0) if shelf.idle else None
         self._refill(shelf)
         if sandbox is None:
+            self.misses += 1
             return await self.backend.start(spec)
+        self.hits += 1
         self._handed_out[sandbox.id] = (spec.session_id, sandbox)
         log.info("session %s: took a warm sandbox", spec.session_id)
         return sandbox

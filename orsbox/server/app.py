@@ -20,26 +20,37 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import SecretStr
 
 from orsbox import __version__
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.setup_cache import CONTEXT_CACHE
+from orsbox.observe.metered_backend import MeteredBackend
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
 from orsbox.sandbox.pool import WarmPool
 from orsbox.sandbox.prepared import PreparedCache
-from orsbox.server.access import TokenMiddleware
+from orsbox.server.access import OPEN_PATHS, TokenMiddleware
 from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
 from orsbox.server.fast_path import CallFastPath
 from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
+from orsbox.server.observer import Observer
 from orsbox.server.openapi import install_openapi
 from orsbox.server.policy import check_policy, check_sandbox_api
-from orsbox.server.routes import calls, catalog, extensions, sandboxes, scoring, sessions
+from orsbox.server.routes import (
+    calls,
+    catalog,
+    extensions,
+    observe,
+    sandboxes,
+    scoring,
+    sessions,
+)
 from orsbox.server.sandbox_api import SandboxManager
-from orsbox.server.secrets import install_log_redaction
+from orsbox.server.secrets import LIVE_SECRETS, install_log_redaction
 from orsbox.server.sessions import SessionManager
 from orsbox.settings import Settings
 
@@ -60,8 +71,13 @@ def create_app(
     check_sandbox_api(settings)
     if sandbox_backend is None:
         sandbox_backend = _default_backend(environments, settings)
-    manager = SessionManager(settings, _context_extras(sandbox_backend, settings))
-    manager.sandbox_backend = sandbox_backend
+    observer = Observer.from_settings(settings)
+    manager = SessionManager(
+        settings, _context_extras(sandbox_backend, settings), observer=observer
+    )
+    manager.sandbox_backend = (
+        MeteredBackend(sandbox_backend, observer.metrics) if sandbox_backend else None
+    )
     registry = CallRegistry(linger_s=settings.result_linger_s)
     sandbox_api = None
     if settings.sandbox_api and sandbox_backend is not None:
@@ -70,6 +86,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_log_redaction()
+        observer.start()
         if sandbox_backend is not None:
             await _sweep(sandbox_backend)
             _prewarm(sandbox_backend, environments)
@@ -88,6 +105,7 @@ def create_app(
                 await sandbox_api.close_all()
             if sandbox_backend is not None:
                 await sandbox_backend.close()
+            observer.close()
 
     app = FastAPI(title="orsbox", version=__version__, lifespan=lifespan)
     app.state.settings = settings
@@ -97,8 +115,10 @@ def create_app(
     app.state.sandbox_api = sandbox_api
     app.state.health = HealthProbe(sandbox_backend)
     app.state.warm_pool = sandbox_backend if isinstance(sandbox_backend, WarmPool) else None
+    app.state.observer = observer
+    observer.metrics.watch(lambda: observe.server_state(app))
     install_error_handlers(app)
-    for module in (catalog, sessions, calls, scoring, extensions):
+    for module in (catalog, sessions, calls, scoring, observe, extensions):
         app.include_router(module.router)
     if sandbox_api is not None:
         app.include_router(sandboxes.router)
@@ -110,7 +130,11 @@ def create_app(
     app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if tokens:  # outermost: nothing runs for a request without one
-        app.add_middleware(TokenMiddleware, token=tokens[0], more=tuple(tokens[1:]))
+        LIVE_SECRETS.add({f"token{i}": SecretStr(t) for i, t in enumerate(tokens)})  # ?token=
+        open_paths = OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set())
+        app.add_middleware(
+            TokenMiddleware, token=tokens[0], more=tuple(tokens[1:]), open_paths=open_paths
+        )
     return app
 
 

@@ -30,6 +30,13 @@ class HealthProbe:
         self._reason: str | None = None
         self._lock = anyio.Lock()
 
+    @property
+    def last_ok(self) -> bool | None:
+        """The last probe's answer (None: no backend, or not probed yet)."""
+        if self.backend is None or self._checked_at < 0:
+            return None
+        return self._reason is None
+
     async def report(self) -> dict[str, Any]:
         if self.backend is None:
             return {"status": "ok"}

@@ -10,6 +10,10 @@ setup; other requests wait for it at most `setup_wait_s`, then get 503 with
 `Retry-After`. A failed setup makes every later request fail with its message. Any
 request naming the session resets its inactivity clock, and a session in setup or with a
 tool call in flight is never idle. Deleted ids are remembered (bounded) so they answer 410.
+
+Ids come from `/create_session` (`new_id`): each names this server's cell
+(`orsbox.server.cells`) and holds a place in the capacity limits until its `/create`
+(at most `create_reservation_s`), so a cell behind a router that said yes has room.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from pydantic import SecretStr
 from orsbox.authoring import Environment, EnvironmentContext
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
+from orsbox.observe.logs import SESSION_ID
+from orsbox.server.cells import check_owned, mint
+from orsbox.server.observer import Observer, SessionStats
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.settings import Settings
 
@@ -54,6 +61,8 @@ class Session:
     secrets: dict[str, SecretStr] = field(default_factory=dict)
     toolset: str | None = None
     start_from: Any = None  # a fork's SharedSnapshot, released at teardown
+    stats: SessionStats = field(default_factory=SessionStats)
+    observer: Observer = field(default_factory=Observer.unattached)
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -79,21 +88,33 @@ class Session:
 
 
 class SessionManager:
-    def __init__(self, settings: Settings, context_extras: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        context_extras: dict[str, Any] | None = None,
+        observer: Observer | None = None,
+    ) -> None:
         self.settings = settings
         self.context_extras = context_extras or {}
         self.sandbox_backend: Any = None
+        self.observer = observer or Observer.unattached()
         self._sessions: dict[str, Session] = {}
         self._deleted: OrderedDict[str, None] = OrderedDict()
+        self._reserved: dict[str, float] = {}  # id from /create_session -> deadline
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def live(self) -> list[Session]:
+        """Every session not yet deleted, oldest first."""
+        return list(self._sessions.values())
 
     # -- lookup ---------------------------------------------------------------------
     def get(self, sid: str) -> Session:
         """The session, its clock reset. 404 if never created, 410 if deleted."""
         session = self._sessions.get(sid)
         if session is None:
+            check_owned(sid, self.settings.cell)
             if sid in self._deleted:
                 raise Gone(f"session {sid!r} was deleted")
             raise NotFound(
@@ -139,6 +160,33 @@ class SessionManager:
             self._check_ready(session)
 
     # -- create ---------------------------------------------------------------------
+    def new_id(self) -> str:
+        """A session id of this cell for `/create_session`, holding a place in the
+        capacity limits until its `/create`; 503 with Retry-After when there is none."""
+        self._check_capacity()
+        sid = mint(self.settings.cell)
+        self._reserved[sid] = time.monotonic() + self.settings.create_reservation_s
+        return sid
+
+    def _reservations(self) -> int:
+        """Ids handed out and not yet created, dropping the expired ones."""
+        now = time.monotonic()
+        for sid in [s for s, deadline in self._reserved.items() if deadline < now]:
+            del self._reserved[sid]
+        return len(self._reserved)
+
+    def load(self) -> dict[str, int]:
+        """For `/health`: what a router or an operator weighs this cell by."""
+        reserved = self._reservations()
+        starting = sum(1 for s in self._sessions.values() if not s.ready.is_set())
+        return {
+            "sessions": len(self._sessions),
+            "starting": starting,
+            "reserved": reserved,
+            "max_sessions": self.settings.max_sessions,
+            "max_starting": self.settings.max_starting,
+        }
+
     def create(
         self,
         sid: str,
@@ -152,13 +200,20 @@ class SessionManager:
         """`start_from`: a fork's snapshot to start the sandbox from."""
         if sid in self._sessions:
             raise BadRequest(f"session {sid!r} already exists")
-        self._check_capacity()
+        check_owned(sid, self.settings.cell)
+        self._reserved.pop(sid, None)
+        try:
+            self._check_capacity()
+        except ServiceUnavailable:
+            self.observer.session_refused(env_name, "capacity")
+            raise
         self._deleted.pop(sid, None)
-        session = Session(sid=sid, env_name=env_name, env_cls=env_cls)
+        session = Session(sid=sid, env_name=env_name, env_cls=env_cls, observer=self.observer)
         session.task_spec, session.secrets, session.toolset = task_spec, secrets, toolset
         session.start_from = start_from
         session.secret_values = LIVE_SECRETS.add(secrets)
         self._sessions[sid] = session
+        self.observer.session_created(session, task_spec)
         session.setup_task = asyncio.create_task(self._setup(session, task_spec, secrets, toolset))
         log.info("session %s created (environment %s)", sid, env_name)
         return session
@@ -168,13 +223,15 @@ class SessionManager:
         Docker engine or machine helps no one, and the client can retry."""
         limits = self.settings
         retry = {"Retry-After": str(limits.capacity_retry_after_s)}
-        if len(self._sessions) >= limits.max_sessions:
+        reserved = self._reservations()
+        if len(self._sessions) + reserved >= limits.max_sessions:
+            held = f", and {reserved} ids handed out not yet created" if reserved else ""
             raise ServiceUnavailable(
                 f"server at capacity: {len(self._sessions)} live sessions (max "
-                f"{limits.max_sessions}); delete finished sessions or retry later",
+                f"{limits.max_sessions}){held}; delete finished sessions or retry later",
                 headers=retry,
             )
-        starting = sum(1 for s in self._sessions.values() if not s.ready.is_set())
+        starting = reserved + sum(1 for s in self._sessions.values() if not s.ready.is_set())
         if starting >= limits.max_starting:
             raise ServiceUnavailable(
                 f"server busy: {starting} sessions are starting (max {limits.max_starting}); "
@@ -190,11 +247,13 @@ class SessionManager:
         toolset: str | None,
     ) -> None:
         started = time.monotonic()
+        SESSION_ID.set(session.sid)  # the setup task's own context
         try:
             with anyio.fail_after(self.settings.setup_timeout_s):
                 await self._construct_and_setup(session, task_spec, secrets, toolset)
             log.info("session %s ready in %.3fs", session.sid, time.monotonic() - started)
         except Exception as e:
+            self.observer.setup_failed(session, e)
             session.error = LIVE_SECRETS.redact(_describe_setup_error(e, self.settings))
             log.warning("session %s setup failed: %s", session.sid, session.error)
             await self._teardown(session)
@@ -229,6 +288,8 @@ class SessionManager:
         answers 410 afterwards; a reaped (timed out) one 404, as the spec says."""
         session = self._sessions.pop(sid, None)
         if session is None:
+            check_owned(sid, self.settings.cell)
+            self._reserved.pop(sid, None)
             return False
         if not reaped:
             self._remember_deleted(sid)
@@ -237,6 +298,7 @@ class SessionManager:
             session.setup_task.cancel()
             await asyncio.gather(session.setup_task, return_exceptions=True)
             session.ready.set()
+        await self.observer.session_ending(session, reaped=reaped)
         await self._teardown(session)
         LIVE_SECRETS.remove(session.secret_values)
         log.info("session %s deleted", sid)

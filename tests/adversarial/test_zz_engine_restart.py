@@ -25,20 +25,21 @@ import pytest
 from tests.adversarial.conftest import HOSTILE_ENVS
 from tests.containers.conftest import labelled, open_episode, start_container_server
 from tests.sse_client import Stream
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.disruptive]
 
 ENGINE_STOP_S = 60.0
 ENGINE_START_S = 90.0
 ENGINE_LOG = Path(os.environ.get("DOCKERD_LOG", "/tmp/orsbox-dockerd.log"))
-PIDFILES = [Path("/tmp/orsbox-dockerd.pid"), Path("/tmp/dockerd.pid")]
+# dockerd writes its pid here unless told otherwise; private engines (gVisor's, a
+# cluster's cells) have pid files of their own, so this one is the default socket's engine
+ENGINE_PIDFILE = Path("/var/run/docker.pid")
+PIDFILES = [ENGINE_PIDFILE, Path("/tmp/orsbox-dockerd.pid"), Path("/tmp/dockerd.pid")]
 
 
 def until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout:g}s: {what}"
-        time.sleep(0.2)
+    wait_until(predicate, timeout, interval_s=0.2, message=what)
 
 
 def engine_answers() -> bool:
@@ -52,12 +53,20 @@ def engine_answers() -> bool:
         return False
 
 
+def engine_pid() -> int | None:
+    """The default engine's pid from its pid file (never by process name: other engines
+    may run on this machine), or None when it is not running."""
+    try:
+        pid = int(ENGINE_PIDFILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if Path(f"/proc/{pid}").exists() else None
+
+
 def stop_engine() -> list[str]:
-    """SIGTERM the one dockerd; return its command line to start it again."""
-    found = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True)
-    pids = [int(p) for p in found.stdout.split()]
-    assert len(pids) == 1, f"expected one dockerd, found {pids}"
-    [pid] = pids
+    """SIGTERM the default socket's dockerd; return its command line to start it again."""
+    pid = engine_pid()
+    assert pid is not None, f"no running engine in {ENGINE_PIDFILE}"
     command = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
     os.kill(pid, signal.SIGTERM)
     until(lambda: not Path(f"/proc/{pid}").exists(), ENGINE_STOP_S, "dockerd exits")
@@ -65,7 +74,7 @@ def stop_engine() -> list[str]:
 
 
 def dockerd_running() -> bool:
-    return subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True).returncode == 0
+    return engine_pid() is not None
 
 
 def start_engine(command: list[str]) -> None:
@@ -73,10 +82,22 @@ def start_engine(command: list[str]) -> None:
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    for pidfile in PIDFILES:  # scripts/start-docker.sh (or whoever) wrote one
+    for pidfile in PIDFILES[1:]:  # scripts/start-docker.sh (or whoever) wrote one
         if pidfile.exists():
             pidfile.write_text(f"{process.pid}\n")
     until(engine_answers, ENGINE_START_S, "the engine answers again")
+
+
+def sleeping_in(client: docker.DockerClient, labels: dict[str, str]) -> bool:
+    """Whether the call in flight (`sleep 120`) runs in one of these containers."""
+    for container in labelled(client, **labels):
+        try:
+            processes = container.top().get("Processes") or []
+        except docker.errors.APIError:  # not running (yet, or any more)
+            continue
+        if any("sleep 120" in " ".join(row) for row in processes):
+            return True
+    return False
 
 
 def health(url: str) -> dict:
@@ -98,7 +119,7 @@ def test_the_engine_stops_and_comes_back_mid_episode(
             target=lambda: in_flight.append(live[0].call("bash", command="sleep 120"))
         )
         caller.start()
-        time.sleep(1)
+        until(lambda: sleeping_in(docker_client, mine), 30, "the call in flight runs")
 
         stopped_at = time.monotonic()
         command = stop_engine()

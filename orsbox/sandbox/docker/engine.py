@@ -29,6 +29,7 @@ import requests.exceptions
 from docker.models.containers import _create_container_args
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxGone
+from orsbox.sandbox.usage import ResourceUsage, cgroup_usage, from_docker_stats
 
 DOCKER_TIMEOUT_S = 60.0  # per API request; a burst of 50 creates takes ~8 s on 2 cores
 MAX_CONCURRENT_CALLS = 64
@@ -80,6 +81,16 @@ def read_archive(
         return bytes(data)
 
 
+def read_usage(api: docker.APIClient, container_id: str, pid: int) -> ResourceUsage | None:
+    """A container's usage from its cgroup files when this host can read them (`pid`:
+    its first process), else from the engine's stats (a remote engine, a runtime with
+    its own accounting). Blocking; raises docker's errors."""
+    found = cgroup_usage(pid) if pid > 0 else None
+    if found is not None:
+        return found
+    return from_docker_stats(api.stats(container_id, stream=False, one_shot=True))
+
+
 class Engine:
     """A docker client used only from worker threads. Created lazily: building a client
     asks the engine for its API version, which must not happen on the event loop."""
@@ -91,6 +102,7 @@ class Engine:
         self.limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self.last_answer = -float("inf")  # monotonic time of the last call that succeeded
         self._ping_since: float | None = None  # when the ping in flight started
+        self._pids: dict[str, int] = {}  # container id -> its first process (for usage)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -179,6 +191,28 @@ class Engine:
 
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
+
+    async def usage(self, container_id: str) -> ResourceUsage | None:
+        """The container's CPU and peak memory (see `read_usage`); its first process is
+        looked up once. Abandoned when the caller stops waiting (accounting never holds
+        up a session's end behind a hung engine)."""
+        pid = self._pids.get(container_id)
+        if pid is None:
+            inspect = self.client.api.inspect_container
+            found = await self.run(
+                "inspect container", inspect, container_id, abandon_on_cancel=True
+            )
+            pid = self._pids[container_id] = int((found.get("State") or {}).get("Pid") or 0)
+        usage = cgroup_usage(pid) if pid > 0 else None  # a few small sysfs reads
+        if usage is not None:
+            return usage
+        api = self.client.api
+        return await self.run(
+            "read stats", read_usage, api, container_id, 0, abandon_on_cancel=True
+        )
+
+    def forget(self, container_id: str) -> None:
+        self._pids.pop(container_id, None)
 
     async def list(self, labels: list[str]) -> list[dict[str, Any]]:
         fn = functools.partial(self.client.api.containers, all=True, filters={"label": labels})

@@ -26,6 +26,7 @@ from orsbox.errors import SandboxError, SandboxFileError, SandboxGone
 from orsbox.sandbox.base import EXEC_TIMEOUT_S, OUTPUT_CAP_BYTES, ExecResult, Sandbox
 from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed, Header
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.usage import ResourceUsage, tally
 
 log = logging.getLogger("orsbox.sandbox.docker")
 
@@ -84,7 +85,7 @@ class DockerSandbox(Sandbox):
         request = {"op": "shell", "timeout": timeout_s, "cap": output_cap_bytes}
         async with self._shell_lock:
             header, payload = await self._call(request, command.encode(), timeout_s)
-        return to_result(header, payload)
+        return tally(to_result(header, payload))
 
     async def restart_shell(self) -> None:
         # Not behind the shell lock: restarting is how a caller ends a stuck command
@@ -113,7 +114,7 @@ class DockerSandbox(Sandbox):
             header, payload = await self._call(request, stdin or b"", timeout_s)
         else:
             header, payload = await self._call_as(user, request, stdin or b"", timeout_s)
-        return to_result(header, payload)
+        return tally(to_result(header, payload))
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         request = {"op": "read", "path": path, "max": max_bytes}
@@ -142,6 +143,11 @@ class DockerSandbox(Sandbox):
             raise SandboxGone(await self._gone_message())
         await self._engine.switch_network(self.id, "bridge" if enabled else "none")
 
+    async def usage(self) -> ResourceUsage | None:
+        if self._closed:
+            return None
+        return await self._engine.usage(self.id)
+
     async def close(self) -> None:
         async with self._close_lock:
             if self._closed:
@@ -154,6 +160,7 @@ class DockerSandbox(Sandbox):
                 pass  # already removed
             finally:
                 self._channel.close()
+                self._engine.forget(self.id)
                 self._on_closed(self)
 
     # -- plumbing

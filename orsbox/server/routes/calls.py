@@ -27,16 +27,20 @@ log = logging.getLogger("orsbox.calls")
 
 async def run_call(session: Session, call: ToolCall) -> list[Event]:
     """The final SSE events of one call: `chunk`.../`end` with the result, or `error`."""
-    with session.in_call():
+    with session.in_call(), session.observer.call(session, call) as watch:
         try:
             async with session.call_lock:
                 if session.env is None:
                     return [{"event": "error", "data": "session was deleted"}]
                 result = await call_tool(session.env, call.name, call.input)
-            return result_events(LIVE_SECRETS.redact(result.model_dump_json()))
+            payload = LIVE_SECRETS.redact(result.model_dump_json())
+            watch.done(result, payload)
+            return result_events(payload)
         except ToolRaised as e:
             log.warning("session %s: %s", session.sid, e, exc_info=e.__cause__)
-            return [{"event": "error", "data": LIVE_SECRETS.redact(str(e))}]
+            message = LIVE_SECRETS.redact(str(e))
+            watch.raised(message)
+            return [{"event": "error", "data": message}]
 
 
 @router.post(

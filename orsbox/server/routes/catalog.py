@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from orsbox import __version__
@@ -24,9 +26,17 @@ router = APIRouter()
 
 
 @router.get("/health")
-async def health(request: Request) -> dict[str, str]:
-    """200 while the server runs; `degraded` (still 200) when sandboxes cannot start."""
-    return await request.app.state.health.report()
+async def health(request: Request) -> dict[str, Any]:
+    """200 while the server runs; `degraded` (still 200) when sandboxes cannot start.
+    Also this cell's id and load (live sessions, starting, capacity): what a router or
+    an operator weighs a cell by (docs/cluster.md)."""
+    state = request.app.state
+    report: dict[str, Any] = await state.health.report()
+    report["cell"] = state.settings.cell
+    report.update(state.sessions.load())
+    if state.sandbox_api is not None:
+        report["sandboxes"] = len(state.sandbox_api)
+    return report
 
 
 @router.get("/version")

@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from orsbox.errors import BadRequest, OrsboxError, SandboxError
+from orsbox.errors import BadRequest, Misdirected, OrsboxError, SandboxError
 from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
 from orsbox.sandbox.image_map import ImageMap
@@ -213,6 +213,8 @@ async def delete_sandbox(request: Request, sid: str) -> JSONResponse:
     manager = manager_of(request)
     try:
         manager.get(owner(request), sid)
+    except Misdirected:
+        raise  # another cell's: its sandbox still runs there
     except OrsboxError:
         return JSONResponse({"sid": sid})
     await manager.delete(sid)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
@@ -24,16 +23,20 @@ from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.openapi import SSE, errors
 from orsbox.server.routes import sandboxes
 from orsbox.server.secrets import merge_secrets
+from orsbox.server.sessions import SessionManager
 
 router = APIRouter()
 SESSION_ERRORS = errors(400, 404, 410, 500, 503)  # no session, deleted, setup failed/running
 
 
-@router.post("/create_session", response_model=SessionId, responses={**SSE, **errors(413)})
-async def create_session(request: Request) -> JSONResponse | EventStreamResponse:
-    """A fresh session id: SSE (`task_id`, then `end` with `{"sid": ...}`) for clients
-    that accept `text/event-stream`, plain JSON otherwise."""
-    sid = str(uuid.uuid4())
+@router.post("/create_session", response_model=SessionId, responses={**SSE, **errors(413, 503)})
+async def create_session(
+    request: Request, sessions: SessionsDep
+) -> JSONResponse | EventStreamResponse:
+    """A fresh session id naming this cell: SSE (`task_id`, then `end` with
+    `{"sid": ...}`) for clients that accept `text/event-stream`, plain JSON otherwise.
+    503 with Retry-After when the cell is full, so a router places it on another."""
+    sid = sessions.new_id()
     if "text/event-stream" not in request.headers.get("accept", ""):
         return JSONResponse({"sid": sid})
 
@@ -118,7 +121,9 @@ async def prompt(
     as the spec says; the session decides."""
     catalog.get(env_name)
     env = await sessions.environment(sid)
-    return await call_user(env.get_prompt)
+    blocks = await call_user(env.get_prompt)
+    _prompt_served(sessions, sid, blocks)
+    return blocks
 
 
 @router.get("/{env_name}/messages", responses=SESSION_ERRORS)
@@ -128,7 +133,15 @@ async def messages(
     """The prompt as role/blocks messages (`Environment.messages`)."""
     catalog.get(env_name)
     env = await sessions.environment(sid)
-    return list(await call_user(env.messages))
+    found = list(await call_user(env.messages))
+    _prompt_served(sessions, sid, found)
+    return found
+
+
+def _prompt_served(sessions: SessionManager, sid: str, prompt: Any) -> None:
+    """Record the prompt as the agent got it (the episode record keeps the first)."""
+    session = sessions.get(sid)
+    session.observer.prompt_served(session, prompt)
 
 
 @router.get("/{env_name}/task_tools", responses=SESSION_ERRORS)

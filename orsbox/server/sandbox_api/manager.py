@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -27,6 +26,7 @@ import anyio
 
 from orsbox.errors import Forbidden, Gone, NotFound, SandboxError, ServiceUnavailable
 from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
+from orsbox.server.cells import check_owned, mint
 from orsbox.settings import Settings
 
 log = logging.getLogger("orsbox.sandbox_api")
@@ -79,11 +79,17 @@ class SandboxManager:
         box.start_task = asyncio.create_task(self._start(box, spec))
         return box
 
-    @staticmethod
-    def new_id() -> str:
-        return f"{SANDBOX_ID_PREFIX}{uuid.uuid4().hex}"
+    def new_id(self) -> str:
+        """A sandbox id naming this cell (`orsbox.server.cells`)."""
+        return mint(self.settings.cell, SANDBOX_ID_PREFIX)
 
     def _check_cap(self, owner: str) -> None:
+        if len(self._live) >= self.settings.max_sessions:
+            raise ServiceUnavailable(
+                f"server at capacity: {len(self._live)} live sandboxes (max "
+                f"{self.settings.max_sessions}); retry later",
+                headers={"Retry-After": str(self.settings.capacity_retry_after_s)},
+            )
         held = sum(1 for b in self._live.values() if b.owner == owner)
         if held >= self.settings.sandbox_max_per_client:
             raise Forbidden(
@@ -109,6 +115,7 @@ class SandboxManager:
         if box is not None and box.owner == owner:
             box.touch()
             return box
+        check_owned(sid, self.settings.cell, "sandbox")
         if sid in self._gone and box is None:
             raise Gone(f"sandbox {sid!r} is gone: {self._gone[sid]}")
         raise NotFound(f"no sandbox {sid!r} for this client")

@@ -1,0 +1,58 @@
+"""`orsbox cluster up N --port P` / `orsbox cluster down`: a local cluster of cells behind
+HAProxy, each cell on its own private Docker engine (`orsbox.cluster.local`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DEFAULT_STATE = Path("/tmp/orsbox-cluster")  # short: engine sockets live under it
+
+app = typer.Typer(
+    help="A local cluster: N orsbox cells behind one HAProxy router (docs/cluster.md).",
+    no_args_is_help=True,
+)
+StateOption = Annotated[
+    Path, typer.Option("--state", help="folder holding the cluster's engines, logs and state")
+]
+
+
+@app.command()
+def up(
+    n: Annotated[int, typer.Argument(min=1, max=64, help="how many cells")],
+    targets: Annotated[
+        list[str] | None,
+        typer.Argument(help="environments each cell serves (as for `orsbox serve`)"),
+    ] = None,
+    port: Annotated[int, typer.Option(help="the router's port on 127.0.0.1")] = 8080,
+    state: StateOption = DEFAULT_STATE,
+) -> None:
+    """Start N cells and the router; print the router's URL once every cell is healthy."""
+    from orsbox.bundle import needed_images
+    from orsbox.cli.build import ensure_images
+    from orsbox.cluster.local import STATE_FILE, LocalCluster
+    from orsbox.targets import resolve_targets
+
+    if (state / STATE_FILE).exists():
+        raise typer.BadParameter(
+            f"a cluster is already up in {state}; `orsbox cluster down --state {state}` first",
+            param_hint="--state",
+        )
+    environments = resolve_targets(targets or [])
+    ensure_images(environments)
+    cluster = LocalCluster.up(n, port, targets or [], state, needed_images(environments))
+    typer.echo(cluster.url)
+
+
+@app.command()
+def down(state: StateOption = DEFAULT_STATE) -> None:
+    """Stop the cells, the router and the engines `up` started, and remove their files."""
+    from orsbox.cluster.local import STATE_FILE, ClusterState, LocalCluster
+
+    if not (state / STATE_FILE).exists():
+        typer.echo(f"no cluster in {state}")
+        return
+    LocalCluster(ClusterState.load(state)).down()
+    typer.echo(f"removed the cluster in {state}")

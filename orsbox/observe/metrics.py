@@ -1,0 +1,141 @@
+"""Prometheus metrics, in the text format every monitoring stack reads
+(`prometheus-client` renders it; a registry of our own per server, so two servers in
+one process never share counts).
+
+Counters and histograms are updated as things happen; what is a state rather than an
+event (live sessions by environment and state, the warm pool, the engine's health) is
+read when scraped (`StateCollector`), so it can never drift from the truth.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Tool calls run from milliseconds (a file read) to minutes (a test suite).
+CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+START_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+
+OUTCOMES = ("ok", "tool_error", "raised", "timed_out", "truncated")
+
+
+@dataclass(frozen=True)
+class State:
+    """What the server is now, as the scrape reads it."""
+
+    sessions: Counter[tuple[str, str]]  # (environment, state) -> how many
+    warm_idle: int | None  # None: no warm pool
+    warm_hits: int
+    warm_misses: int
+    engine_up: bool | None  # None: no sandbox backend
+    records_dropped: int
+
+
+class StateCollector(Collector):
+    def __init__(self, read: Callable[[], State]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterable[Metric]:
+        state = self.read()
+        live = GaugeMetricFamily(
+            "orsbox_sessions",
+            "Live sessions by environment and state",
+            labels=["environment", "state"],
+        )
+        for (env, st), n in sorted(state.sessions.items()):
+            live.add_metric([env, st], n)
+        yield live
+        if state.warm_idle is not None:
+            yield GaugeMetricFamily(
+                "orsbox_warm_pool_idle", "Idle sandboxes in the warm pool", value=state.warm_idle
+            )
+            yield CounterMetricFamily(
+                "orsbox_warm_pool_hits",
+                "Sandbox starts served from the warm pool",
+                value=state.warm_hits,
+            )
+            yield CounterMetricFamily(
+                "orsbox_warm_pool_misses",
+                "Sandbox starts that found the pool empty",
+                value=state.warm_misses,
+            )
+        if state.engine_up is not None:
+            yield GaugeMetricFamily(
+                "orsbox_engine_up", "1 when the sandbox engine answers", value=int(state.engine_up)
+            )
+        yield CounterMetricFamily(
+            "orsbox_episode_records_dropped",
+            "Episode records not written (database full, locked or unwritable)",
+            value=state.records_dropped,
+        )
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.session_starts = PromCounter(
+            "orsbox_session_starts", "Sessions created", ["environment"], registry=r
+        )
+        self.session_failures = PromCounter(
+            "orsbox_session_failures",
+            "Sessions refused or whose setup failed, by cause",
+            ["environment", "cause"],
+            registry=r,
+        )
+        self.sessions_reaped = PromCounter(
+            "orsbox_sessions_reaped",
+            "Sessions ended by the inactivity timeout",
+            ["environment"],
+            registry=r,
+        )
+        self.tool_calls = PromCounter(
+            "orsbox_tool_calls",
+            "Tool calls by outcome",
+            ["environment", "tool", "outcome"],
+            registry=r,
+        )
+        self.call_seconds = Histogram(
+            "orsbox_tool_call_duration_seconds",
+            "Server-side time of a tool call, from arrival to result",
+            ["environment"],
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.exec_seconds = Histogram(
+            "orsbox_sandbox_exec_duration_seconds",
+            "Time one command ran inside a sandbox, as its agent measured it",
+            ["environment"],
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.sandbox_starts = PromCounter(
+            "orsbox_sandbox_starts", "Sandbox starts by outcome", ["outcome"], registry=r
+        )
+        self.sandbox_start_seconds = Histogram(
+            "orsbox_sandbox_start_duration_seconds",
+            "Time to get a running sandbox (warm pool hits included)",
+            buckets=START_BUCKETS,
+            registry=r,
+        )
+        self.output_capped_bytes = PromCounter(
+            "orsbox_output_capped_bytes",
+            "Bytes of command output cut by output caps",
+            ["environment"],
+            registry=r,
+        )
+
+    def watch(self, read: Callable[[], State]) -> None:
+        """Report the server's state from `read` at every scrape."""
+        self.registry.register(StateCollector(read))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,75 @@
+"""deploy/: the Kubernetes manifests pass a schema check (no cluster needed), and the
+shipped HAProxy configurations are exactly what `orsbox.cluster.router` writes and what
+`haproxy -c` accepts (the same template the local cluster tests run for real)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from orsbox.cluster import router
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+
+
+def test_kubernetes_manifests_pass_the_schema_check() -> None:
+    documents = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "orsbox.yaml").read_text()))
+    kinds = [d["kind"] for d in documents]
+    assert {"StatefulSet", "Deployment", "Service", "Secret"} <= set(kinds)
+    for document in documents:
+        kubernetes_validate.validate(document, kubernetes_validate.latest_version(), strict=True)
+    cells = next(d for d in documents if d["kind"] == "StatefulSet")
+    headless = next(d for d in documents if d["metadata"]["name"] == "orsbox-cells")
+    assert (
+        cells["spec"]["serviceName"] == "orsbox-cells" and headless["spec"]["clusterIP"] == "None"
+    )
+    for container in cells["spec"]["template"]["spec"]["containers"]:
+        assert container["resources"]["requests"], container["name"]
+
+
+def test_a_broken_manifest_fails_the_check() -> None:
+    bad = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "x"},
+           "spec": {"replicas": "three"}}  # fmt: skip
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, kubernetes_validate.latest_version(), strict=True)
+
+
+@pytest.mark.parametrize(
+    ("folder", "render"),
+    [("kubernetes", router.kubernetes_config), ("compose", router.compose_config)],
+)
+def test_shipped_router_configs_are_current_and_valid(
+    folder: str, render: object, tmp_path: Path
+) -> None:
+    shipped = DEPLOY / folder
+    assert (shipped / "haproxy.cfg").read_text() == render(), (  # type: ignore[operator]
+        f"regenerate: python -m orsbox.cluster.router {folder} deploy/{folder}"
+    )
+    router.write_errors(tmp_path)
+    for name in ("cell-gone.http", "no-cell.http"):
+        assert (shipped / name).read_text() == (tmp_path / name).read_text()
+    if shutil.which("haproxy") is None:
+        pytest.fail("haproxy is missing (scripts/test.sh installs it from Debian)")
+    config = (
+        (shipped / "haproxy.cfg").read_text().replace(str(router.SHIPPED_ERRORS_DIR), str(shipped))
+    )
+    (tmp_path / "haproxy.cfg").write_text(config)
+    check = subprocess.run(
+        ["haproxy", "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True
+    )
+    assert check.returncode == 0, check.stderr.decode()
+
+
+def test_compose_cells_are_the_routers_servers() -> None:
+    stack = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    cells = sorted(s["hostname"] for s in stack["services"].values() if "hostname" in s)
+    config = (DEPLOY / "compose" / "haproxy.cfg").read_text()
+    servers = {
+        line.split()[1] for line in config.splitlines() if line.strip().startswith("server ")
+    }
+    assert cells == ["cell-1", "cell-2", "cell-3"] and servers == set(cells)
