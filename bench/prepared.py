@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import tempfile
 import time
 import uuid
@@ -129,6 +130,7 @@ async def run(bench: Bench) -> list[Row]:
     finally:
         await bench.stop(server)
         await asyncio.to_thread(remove_saved_states, bench, name)
+        shutil.rmtree(folder, ignore_errors=True)
     stats = {k: summary(v) for k, v in samples.items()}
     bench.raw["prepared"] = {"create_to_first_call_ms": stats, "load": loads}
     return rows(stats, loads)
