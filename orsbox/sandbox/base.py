@@ -98,6 +98,12 @@ class SandboxLimits(BaseModel):
     privileged: bool = False
     mounts: tuple[HostMount, ...] = ()
     read_only_root: bool = False
+    runtime: str | None = Field(
+        default=None,
+        description="the isolation to run under: an OCI runtime of the Docker backend, "
+        "e.g. runsc (gVisor); None: the backend's configured one. Outside that, the "
+        "operator must allow it (DockerConfig.allow_runtimes)",
+    )
 
 
 class SandboxSpec(BaseModel):

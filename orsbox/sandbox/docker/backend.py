@@ -35,6 +35,7 @@ import docker
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
@@ -64,15 +65,20 @@ class DockerBackend(SandboxBackend):
         server_id: str | None = None,
         client: docker.DockerClient | None = None,
         *,
+        config: DockerConfig | None = None,
         run_options: dict[str, Any] | None = None,
         start_concurrency: int | None = None,
     ) -> None:
-        """`run_options` override the container defaults (see `options.py`), e.g.
-        `{"init": False}` or `{"runtime": "runsc"}`. `start_concurrency` fixes how many
-        sandboxes start at once; None (the default) starts at `START_CONCURRENCY` and
-        adapts (the module docstring says why)."""
+        """`config` names the engine and the runtime (`orsbox.sandbox.config`); an
+        engine address that cannot work raises `SandboxError` here, at startup.
+        `run_options` override the container defaults (see `options.py`), e.g.
+        `{"init": False}`. `start_concurrency` fixes how many sandboxes start at once;
+        None (the default) starts at `START_CONCURRENCY` and adapts (the module
+        docstring says why)."""
         self.server_id = server_id or default_server_id()
-        self.engine = Engine(client)
+        self.config = config or DockerConfig()
+        address = engine_address(self.config) if client is None else None
+        self.engine = Engine(client, address)
         self._run_options = dict(run_options or {})
         self._sandboxes: dict[str, DockerSandbox] = {}
         self.start_limit = StartLimit(
@@ -97,7 +103,10 @@ class DockerBackend(SandboxBackend):
         try:
             disk = await self._disk_plan(spec)
             tmpfs = disk.tmpfs() if disk else None
-            options = container_options(spec, name, labels, self._run_options, tmpfs=tmpfs)
+            runtime = self.runtime_for(spec)
+            options = container_options(
+                spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime
+            )
             with anyio.CancelScope(shield=True):  # a cancelled create would lose the id
                 container_id = await self.engine.create(options)
         except ImageNotFound:
@@ -119,6 +128,18 @@ class DockerBackend(SandboxBackend):
                 else:
                     await self._remove_quietly(container_id)
             raise
+
+    def runtime_for(self, spec: SandboxSpec) -> str | None:
+        """The OCI runtime `spec` runs under: its own when it asks for one, else the
+        configured one. gVisor runs with `--network=none` (docs/gvisor.md), so a spec
+        that needs a network is refused there rather than started without one."""
+        runtime = spec.limits.runtime or self.config.runtime
+        if is_gvisor(runtime) and spec.limits.network:
+            raise SandboxStartError(
+                f"a sandbox under {runtime} (gVisor) has no network (the runtime runs "
+                "with --network=none); run environments that need one under runc"
+            )
+        return runtime
 
     async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
         if spec.limits.disk_bytes is None:
