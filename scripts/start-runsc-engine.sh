@@ -2,7 +2,8 @@
 # A second, private Docker engine with gVisor's `runsc` registered, for the tests and
 # benchmarks that run sandboxes under gVisor. The main engine is never touched.
 #
-# Installs Debian's runsc when missing, starts dockerd with its own data-root, exec-root,
+# Installs runsc from bookworm-backports when missing (Debian 12's own 2022 build answers
+# EINVAL to coreutils' statx: `ls` and `stat` fail inside), starts dockerd with its own data-root, exec-root,
 # socket and pid file (no bridge, no iptables: runsc sandboxes get no network anyway),
 # then loads the images the runsc tests need from the main engine (docker save | load),
 # skipping any it already holds. Idempotent. Prints nothing on success; the socket is
@@ -21,10 +22,13 @@ IMAGES="${ORSBOX_RUNSC_IMAGES:-orsbox/base:latest}"
 LOG="$ROOT/dockerd.log"
 HOST="unix://$SOCKET"
 
-if ! command -v runsc >/dev/null 2>&1; then
-    echo "start-runsc-engine: installing runsc" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null
+BACKPORTS=/etc/apt/sources.list.d/orsbox-bookworm-backports.list
+if ! runsc --version 2>&1 | grep -q '0.0~2024'; then
+    echo "start-runsc-engine: installing runsc from bookworm-backports" >&2
+    echo "deb http://deb.debian.org/debian bookworm-backports main" >"$BACKPORTS"
+    apt-get update -qq -o Dir::Etc::sourcelist="$BACKPORTS" -o Dir::Etc::sourceparts=- \
+        -o APT::Get::List-Cleanup=0
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports runsc >/dev/null
 fi
 
 if ! DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
@@ -42,7 +46,7 @@ if ! DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
   "runtimes": {
     "runsc": {
       "path": "$(command -v runsc)",
-      "runtimeArgs": ["--network=none", "--platform=ptrace", "--overlay2=none"]
+      "runtimeArgs": ["--network=none", "--platform=systrap", "--overlay2=none"]
     }
   }
 }
