@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from orsbox.cli import backend_options as B
 from orsbox.cli import dataset_options as D
 from orsbox.errors import ManifestError
 from orsbox.settings import Settings
@@ -41,6 +42,8 @@ def serve(
     build: Annotated[bool, typer.Option(help="build missing images before serving")] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
     dataset: D.FormatOptions | None = None,
+    runtime: B.Runtime = None,
+    engine: B.Engine = None,
 ) -> None:
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
@@ -67,6 +70,7 @@ def serve(
             "log_level": log_level,
         }
     )
+    settings = B.with_backend(settings, runtime, engine)
     advertise_sandbox_api(settings)
     run_server(environments, settings)
 
