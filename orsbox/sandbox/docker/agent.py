@@ -595,22 +595,25 @@ SHELL_MARK_NAME = "ORSBOX_SHELL"  # set in the shell's environment, so inherited
 SHELL_MARK = SHELL_MARK_NAME.encode() + b"=1\0"
 
 
-def carries_shell_mark(pid):
-    """Whether the process started with the shell's mark in its environment: how a
-    process the shell started is known after it has left the shell's tree and session
-    (`setsid` in a double fork). One that cleared its environment is not recognised;
-    it still dies with the sandbox."""
+EXEC_MARK_NAME = "ORSBOX_EXEC"  # set per one-off exec, to its request id
+
+
+def carries_mark(pid, mark):
+    """Whether the process started with `mark` (`NAME=value\\0`) in its environment: how
+    a process the shell or an exec started is known after it has left that tree and
+    session (`setsid` in a double fork). One that cleared its environment is not
+    recognised; it still dies with the sandbox."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
-            return SHELL_MARK in b"\0" + f.read()
+            return mark in b"\0" + f.read()
     except OSError:
         return False
 
 
-def escaped_from_shell(table):
-    """Orphans the shell started (their oldest living ancestor's parent is init), with
-    everything they started. Not the container's own command, the agent or a one-off
-    exec's orphans: none of them carries the shell's mark."""
+def escaped_from_shell(table, mark=SHELL_MARK):
+    """Orphans the shell (or, with an exec's `mark`, that exec) started (their oldest
+    living ancestor's parent is init), with everything they started. Not the
+    container's own command, the agent or another's orphans: none carries the mark."""
     marked = {}
     out = []
     for pid in table:
@@ -618,7 +621,7 @@ def escaped_from_shell(table):
         if root not in table or table[root][0] != 1:
             continue
         if root not in marked:
-            marked[root] = carries_shell_mark(root)
+            marked[root] = carries_mark(root, mark)
         if marked[root]:
             out.append(pid)
     return out
@@ -641,6 +644,7 @@ class ExecCall:
 
     def __init__(self, agent, rid, req, stdin):
         self.agent, self.rid = agent, rid
+        self.mark = f"{os.getpid()}-{rid}"  # unique among agents (a sub-agent counts its own)
         self.capture = Capture(req.get("cap", 65536))
         self.timeout = float(req.get("timeout", 60))
         self.started = time.time()
@@ -661,6 +665,7 @@ class ExecCall:
         argv = req["argv"] if "argv" in req else ["bash", "-c", req["cmd"]]
         env = dict(os.environ)
         env.update(req.get("env") or {})
+        env[EXEC_MARK_NAME] = self.mark
         return subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if has_stdin else subprocess.DEVNULL,
@@ -707,8 +712,12 @@ class ExecCall:
         elif now >= self.deadline and not self.timed_out:
             self.timed_out = True
             pid = self.proc.pid
+            mark = f"{EXEC_MARK_NAME}={self.mark}".encode() + b"\0"
             n = kill_sweep(
-                lambda t: [p for p in t if t[p][1] == pid or ancestry_root(p, t, {pid}) == pid],
+                lambda t: (
+                    [p for p in t if t[p][1] == pid or ancestry_root(p, t, {pid}) == pid]
+                    + escaped_from_shell(t, mark)
+                ),
                 self.killed,
             )
             self.notes.append(
