@@ -22,6 +22,7 @@ from bench import (
     coldstart,
     create,
     flood,
+    gvisor,
     harbor,
     idle,
     protocol,
@@ -43,6 +44,7 @@ PARTS = {
     "idle": idle,
     "flood": flood,
     "swebench": swebench,
+    "gvisor": gvisor,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
