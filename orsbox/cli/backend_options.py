@@ -3,12 +3,16 @@ the field's description), so the flags and ORSBOX_BACKEND never drift apart."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orsbox.sandbox.config import DockerConfig
 from orsbox.settings import Settings
+
+if TYPE_CHECKING:
+    from orsbox.sandbox.base import SandboxBackend
 
 _FIELDS = DockerConfig.model_fields
 
@@ -29,3 +33,11 @@ def with_backend(settings: Settings, runtime: str | None, engine: str | None) ->
         return settings
     base = settings.backend if isinstance(settings.backend, DockerConfig) else DockerConfig()
     return settings.model_copy(update={"backend": base.model_copy(update=given)})
+
+
+def cli_backend() -> SandboxBackend:
+    """The configured backend (ORSBOX_BACKEND), for a command that lists or removes
+    sandboxes; it starts none, so closing it touches no one's sandboxes."""
+    from orsbox.sandbox import create_backend
+
+    return create_backend(Settings().backend, server_id=f"cli-{os.getpid()}")

@@ -58,11 +58,11 @@ def report(check: Check) -> None:
 
 
 def engine_check() -> tuple[Check, Any]:
-    import docker
+    from orsbox.sandbox.docker.engine import connect
 
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
-        client = docker.from_env(timeout=20)
+        client = connect(timeout_s=20)
         version = client.version()
     except Exception as e:
         fix = "start one with `bash scripts/start-docker.sh` (it installs docker.io if needed)"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from orsbox.cli.ps import orsbox_containers, owner_state
+from orsbox.cli.ps import all_sandboxes, owner_state
+from orsbox.errors import SandboxError
 
 out = Console(highlight=False)
 
@@ -27,22 +29,27 @@ def gc(
     A server is dead when it ran on this host and its pid is gone or now belongs to
     another process. Containers of running servers, and of other hosts, stay unless
     --all."""
-    from orsbox.cli.build import docker_client
+    from orsbox.cli.backend_options import cli_backend
 
-    client = docker_client()
-    removed, kept = 0, 0
-    for c in orsbox_containers(client):
-        name = c["Names"][0].lstrip("/")
-        state = owner_state(c.get("Labels") or {})
-        if state != "dead" and not all_containers:
-            kept += 1
-            continue
+    sandboxes = all_sandboxes()
+    doomed = [s for s in sandboxes if all_containers or owner_state(s.labels) == "dead"]
+    kept = len(sandboxes) - len(doomed)
+
+    async def remove_all() -> int:
+        backend, removed = cli_backend(), 0
         try:
-            client.api.remove_container(c["Id"], force=True)
-        except Exception as e:  # gone meanwhile, or removal already in progress
-            out.print(f"could not remove {name}: {e}")
-            continue
-        out.print(f"removed {name} (owner {state})")
-        removed += 1
+            for s in doomed:
+                try:
+                    await backend.remove(s.id)
+                except SandboxError as e:  # gone meanwhile, or removal already in progress
+                    out.print(f"could not remove {s.name}: {e}")
+                    continue
+                out.print(f"removed {s.name} (owner {owner_state(s.labels)})")
+                removed += 1
+        finally:
+            await backend.close()
+        return removed
+
+    removed = asyncio.run(remove_all())
     note = f"; kept {kept} of live or remote servers (--all removes them)" if kept else ""
     out.print(f"{removed} container(s) removed{note}.")

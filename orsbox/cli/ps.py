@@ -3,21 +3,31 @@ still runs (judged from the owner labels, see `orsbox.sandbox.docker.labels`).""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from orsbox.sandbox.base import SandboxInfo
 from orsbox.sandbox.docker import labels as L
 
 out = Console(highlight=False)
 
 
-def orsbox_containers(client: Any) -> list[dict[str, Any]]:
-    """Every container labelled `orsbox=1`, running or not."""
-    return client.api.containers(all=True, filters={"label": f"{L.ORSBOX}=1"})
+def all_sandboxes() -> list[SandboxInfo]:
+    """Every sandbox of any orsbox server, running or not, as the backend lists them."""
+    from orsbox.cli.backend_options import cli_backend
+
+    async def listing() -> list[SandboxInfo]:
+        backend = cli_backend()
+        try:
+            return await backend.list(all_servers=True)
+        finally:
+            await backend.close()
+
+    return asyncio.run(listing())
 
 
 def owner_state(labels: dict[str, str]) -> str:
@@ -27,7 +37,7 @@ def owner_state(labels: dict[str, str]) -> str:
     return "dead" if L.owner_is_dead(labels) else "alive"
 
 
-def _age(created: int) -> str:
+def _age(created: float) -> str:
     seconds = int(time.time() - created)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -40,22 +50,20 @@ def ps() -> None:
 
     Shows each one's environment, session, owning server (pid, and whether it still
     runs), status and age."""
-    from orsbox.cli.build import docker_client
-
-    containers = orsbox_containers(docker_client())
-    if not containers:
+    sandboxes = all_sandboxes()
+    if not sandboxes:
         out.print("No orsbox containers.")
         return
     table = Table("NAME", "ENVIRONMENT", "SESSION", "SERVER", "OWNER", "STATUS", "AGE")
-    for c in containers:
-        labels = c.get("Labels") or {}
+    for s in sandboxes:
+        labels = s.labels
         table.add_row(
-            c["Names"][0].lstrip("/"),
+            s.name,
             labels.get("orsbox.environment", "-"),
-            labels.get(L.SESSION, "-")[:16],
-            f"{labels.get(L.SERVER, '-')} (pid {labels.get(L.PID, '?')})",
+            s.session_id[:16] or "-",
+            f"{s.server_id or '-'} (pid {labels.get(L.PID, '?')})",
             owner_state(labels),
-            c.get("Status", ""),
-            _age(c.get("Created", time.time())),
+            s.status,
+            _age(s.created or time.time()),
         )
     out.print(table)

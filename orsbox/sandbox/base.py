@@ -134,6 +134,7 @@ class SandboxInfo:
     server_id: str
     status: str
     labels: dict[str, str] = field(default_factory=dict)
+    created: float | None = None  # unix time
 
 
 class Sandbox(abc.ABC):
@@ -229,6 +230,11 @@ class SandboxBackend(abc.ABC):
     @abc.abstractmethod
     async def sweep(self) -> int:
         """Remove sandboxes whose server is gone; return how many were removed."""
+
+    async def remove(self, sandbox_id: str) -> None:
+        """Remove one listed sandbox, whoever started it (`orsbox gc`). Raises
+        `SandboxError` when it cannot be removed."""
+        raise SandboxError(f"{type(self).__name__} cannot remove sandboxes it did not start")
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -331,6 +331,11 @@ class FakeBackend(SandboxBackend):
     async def sweep(self) -> int:
         return 0  # nothing outlives its process: close() kills what it started
 
+    async def remove(self, sandbox_id: str) -> None:
+        sandbox = self._sandboxes.get(sandbox_id)
+        if sandbox is not None:
+            await sandbox.close()
+
     async def close(self) -> None:
         for sandbox in list(self._sandboxes.values()):
             await sandbox.close()

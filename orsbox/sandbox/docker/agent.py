@@ -248,6 +248,19 @@ class OomCounter:
 OOM = None  # the agent's OomCounter, made in main()
 
 
+def command_script():
+    """A memfd for the shell's commands (python >= 3.8 on Linux, a kernel with memfd and
+    /dev/fd), or None: then a pipe carries them."""
+    try:
+        fd = os.memfd_create("orsbox-command", 0)
+    except (AttributeError, OSError):
+        return None
+    if not os.path.exists(f"/dev/fd/{fd}"):
+        os.close(fd)
+        return None
+    return fd
+
+
 def open_children_file(pid):
     try:
         return os.open(f"/proc/{pid}/task/{pid}/children", os.O_RDONLY)
@@ -315,10 +328,11 @@ class ShellCall:
 class Shell:
     """A persistent `bash --noprofile --norc` whose state survives between calls.
 
-    Per call the agent writes one fixed line to bash's stdin and the command text (ended
-    by NUL) to a second pipe; bash reads the text with `read -d ''`, `eval`s it at top
-    level (not inside a function, where `declare` would be local) and prints a NUL-framed
-    sentinel with a per-shell random token and `$?`. No fork per call. stdout and stderr
+    Per call the agent writes the command, quoted, into a memfd and one short fixed line
+    to bash's stdin: bash sources the memfd, which `eval`s the command at top level (not
+    inside a function, where `declare` would be local), then prints a NUL-framed
+    sentinel with a per-shell random token and `$?`. (Without memfd the command goes
+    through a second pipe, read with `read -d ''`.) No fork per call. stdout and stderr
     share one pipe so output interleaves as on a terminal; the pipe is drained at all
     times, also between calls (background jobs), into bounded captures."""
 
@@ -335,7 +349,8 @@ class Shell:
         self.token = os.urandom(8).hex()
         self.sentinel = b"\0" + self.token.encode() + b":"
         out_r, out_w = os.pipe()
-        cmd_r, self.cmd_w = os.pipe()
+        self.script = command_script()
+        cmd_r, self.cmd_w = (self.script, self.script) if self.script is not None else os.pipe()
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"],
             stdin=subprocess.PIPE,
@@ -347,18 +362,26 @@ class Shell:
             preexec_fn=raise_oom_score,
         )
         os.close(out_w)
-        os.close(cmd_r)
+        if self.script is None:
+            os.close(cmd_r)
         self.out_r, self.out_open, self.pending = out_r, True, b""
         os.set_blocking(out_r, False)
         self.agent.sel.register(out_r, selectors.EVENT_READ, self.on_output)
-        # Helpers keep the per-call line short (bash reads a pipe one byte at a time);
-        # the eval itself stays at top level.
-        setup = (
-            f"__orsbox_r() {{ IFS= read -r -d '' __orsbox_c <&{cmd_r}; }}; "
-            f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}\n"
-        )
-        os.write(self.proc.stdin.fileno(), setup.encode())
-        self.line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'.encode()
+        # bash reads a pipe (its stdin) one byte at a time, a system call per byte,
+        # which costs tens of microseconds under gVisor: the per-call line is short and
+        # the command comes from a memfd bash sources (read in one go). The eval stays
+        # at top level (inside a function `declare` would be local); the sentinel is
+        # printed after the source, so a `return` in the command cannot skip it.
+        printer = f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}"
+        if self.script is not None:
+            os.write(self.proc.stdin.fileno(), (printer + "\n").encode())
+            self.line = f". /dev/fd/{cmd_r};__orsbox_p $?\n".encode()
+            self.eval = f'eval "$__orsbox_c" </dev/null {cmd_r}<&-\n'.encode()
+        else:  # no memfd (python < 3.8): the command through a pipe, read to its NUL
+            reader = f"__orsbox_r() {{ IFS= read -r -d '' __orsbox_c <&{cmd_r}; }}"
+            os.write(self.proc.stdin.fileno(), f"{reader}; {printer}\n".encode())
+            self.line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'
+            self.line = self.line.encode()
         self.children = open_children_file(self.proc.pid)
 
     def forget(self):
@@ -425,8 +448,16 @@ class Shell:
         self.call = ShellCall(rid, capture, timeout, notes)
         self.call.earlier_jobs = read_children(self.children)
         try:
-            os.write(self.proc.stdin.fileno(), self.line)
-            os.write(self.cmd_w, command.replace(b"\0", b"") + b"\0")
+            command = command.replace(b"\0", b"")
+            if self.script is not None:  # written before the line that sources it
+                quoted = b"'" + command.replace(b"'", b"'\\''") + b"'"
+                os.lseek(self.script, 0, os.SEEK_SET)
+                os.ftruncate(self.script, 0)
+                write_all(self.script, b"__orsbox_c=" + quoted + b"\n" + self.eval)
+                os.write(self.proc.stdin.fileno(), self.line)
+            else:
+                os.write(self.proc.stdin.fileno(), self.line)
+                os.write(self.cmd_w, command + b"\0")
         except OSError:
             pass  # the shell died: `tick` notices and reports it
 

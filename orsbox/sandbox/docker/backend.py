@@ -225,6 +225,9 @@ class DockerBackend(SandboxBackend):
             log.info("swept %d container(s) of dead servers", len(doomed))
         return len(doomed)
 
+    async def remove(self, sandbox_id: str) -> None:
+        await self.engine.remove(sandbox_id)
+
     async def close(self) -> None:
         async with anyio.create_task_group() as tg:
             for sandbox in list(self._sandboxes.values()):
@@ -266,6 +269,7 @@ def to_info(container: dict[str, Any]) -> SandboxInfo:
         image=container.get("Image", ""),
         session_id=labels.get(L.SESSION, ""),
         server_id=labels.get(L.SERVER, ""),
-        status=container.get("State", ""),
+        status=container.get("Status") or container.get("State", ""),
         labels=labels,
+        created=container.get("Created"),
     )
