@@ -7,7 +7,7 @@ start. Every process a sandbox starts carries a marker in its environment
 (`ORSBOX_FAKE_SANDBOX=<id>`, plus one for the shell or for each exec); killing "what the
 sandbox started" means killing what carries its marker, which survives `setsid` and
 double forks. File verbs act on host paths as given (absolute paths are the host's), with
-the agent's own functions and messages (`orsbox.sandbox.docker.agent`).
+the agent's own functions and messages (`orsbox.sandbox.agent.script`).
 
 Differences from a container, named in tests/runtimes.py (`FAKE_DIFFERENCES`): no
 limits (memory, pids, cpus, disk, network are not enforced), no other users
@@ -31,6 +31,7 @@ from pathlib import Path
 import anyio
 
 from orsbox.errors import SandboxError, SandboxFileError, SandboxGone
+from orsbox.sandbox.agent import script as agent_code
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -40,7 +41,6 @@ from orsbox.sandbox.base import (
     SandboxInfo,
     SandboxSpec,
 )
-from orsbox.sandbox.docker import agent as agent_code
 
 MARKER = "ORSBOX_FAKE_SANDBOX"
 SHELL_MARKER = "ORSBOX_FAKE_SHELL"

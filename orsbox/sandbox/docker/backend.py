@@ -1,7 +1,7 @@
 """`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
 
 Start is: create (a missing image answers there, so there is no separate look-up), attach
-and start in one go (the agent is the container's own command, see `loader.py`), send
+and start in one go (the agent is the container's own command, see `orsbox.sandbox.agent.loader`), send
 the agent, say hello: three engine round trips and no `docker exec`. A
 start that fails or is cancelled half-way removes its container before raising, so
 nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
@@ -34,16 +34,18 @@ import anyio
 import docker
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
+from orsbox.sandbox.agent.channel import AgentChannel, ChannelClosed
+from orsbox.sandbox.agent.loader import agent_argv, agent_payload
+from orsbox.sandbox.agent.sandbox import check
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.images import build_hint
-from orsbox.sandbox.docker.loader import agent_argv, agent_payload
 from orsbox.sandbox.docker.options import container_name, container_options
-from orsbox.sandbox.docker.sandbox import DockerSandbox, check
+from orsbox.sandbox.docker.sandbox import DockerSandbox
+from orsbox.sandbox.docker.stream import DockerDemux
 from orsbox.sandbox.start_limit import StartLimit
 
 log = logging.getLogger("orsbox.sandbox.docker")
@@ -173,7 +175,7 @@ class DockerBackend(SandboxBackend):
         """Send the agent to its loader and wait for its hello. With `shell`, the agent
         starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
         try:
-            channel = await AgentChannel.connect(sock, name, on_lost)
+            channel = await AgentChannel.connect(sock, name, on_lost, DockerDemux())
         except BaseException:
             sock.close()
             raise

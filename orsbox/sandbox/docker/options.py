@@ -1,7 +1,7 @@
 """How a `SandboxSpec` becomes `docker create` options.
 
 Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides any key.
-  - the agent's loader as the command (`loader.py`), attached before start with stdin
+  - the agent's loader as the command (`orsbox.sandbox.agent.loader`), attached before start with stdin
     open once (`StdinOnce`): when the server's attach connection closes, whatever the
     reason (SIGKILL included), the agent reads EOF and exits, and with it the container
     (its dead-man's switch). A container created but never started runs nothing; the
@@ -31,9 +31,9 @@ from typing import Any
 
 from docker.types import Mount, Ulimit
 
+from orsbox.sandbox.agent.loader import agent_argv
 from orsbox.sandbox.base import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.config import is_gvisor
-from orsbox.sandbox.docker.loader import agent_argv
 
 AGENT_COMMAND = agent_argv()
 NO_LOGS = {"type": "none", "config": {}}
