@@ -271,7 +271,7 @@ def to_info(container: dict[str, Any]) -> SandboxInfo:
         image=container.get("Image", ""),
         session_id=labels.get(L.SESSION, ""),
         server_id=labels.get(L.SERVER, ""),
-        status=container.get("Status") or container.get("State", ""),
+        status=container.get("State", ""),
         labels=labels,
         created=container.get("Created"),
     )

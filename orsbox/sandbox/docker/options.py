@@ -38,7 +38,7 @@ from orsbox.sandbox.config import is_gvisor
 AGENT_COMMAND = agent_argv()
 NO_LOGS = {"type": "none", "config": {}}
 GVISOR_THREADS = 512  # gVisor's own host threads: 49 idle, more under load
-GVISOR_THREADS_PER_PROCESS = 16  # measured under a fork bomb (ptrace): peaks of 11-14
+GVISOR_THREADS_PER_PROCESS = 16  # fork bomb peaks: 11-14 per process (ptrace), ~2 (systrap)
 
 
 def container_name(session_id: str) -> str:
