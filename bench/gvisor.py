@@ -3,7 +3,8 @@ engine of scripts/start-runsc-engine.sh, `ORSBOX_RUNSC_SOCKET`), so the runtime 
 the only difference:
 
   - bash `echo hi` round trip through orsbox end to end (HTTP, SSE, session, agent),
-    one server per runtime, in interleaved blocks so both see the same load;
+    one server per runtime, in interleaved blocks so both see the same load, and the
+    agent alone (a sandbox's shell called in-process, no HTTP);
   - the baselines: a bare `docker exec bash -c 'echo hi'` per call, and `echo hi` on a
     bash kept open over one exec socket (what the runtime itself adds to a round trip,
     with no orsbox in the way);
@@ -31,6 +32,8 @@ import docker
 from bench import servers
 from bench.harness import BENCH_LABEL, Bench, open_session
 from bench.stats import Row, ms, summary
+from orsbox.sandbox import DockerConfig, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend
 
 RUNTIMES = ("runc", "runsc")
 ENGINE = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
@@ -117,8 +120,11 @@ async def run(bench: Bench) -> list[Row]:
     calls, execs = bench.scale(400, 60), bench.scale(20, 5)
     creates, idle_n = bench.scale(8, 2), bench.scale(10, 3)
     client = docker.DockerClient(base_url=ENGINE, timeout=120)
-    found: dict[str, dict[str, Any]] = {r: {"e2e": [], "exec": [], "pipe": []} for r in RUNTIMES}
+    found: dict[str, dict[str, Any]] = {
+        r: {"e2e": [], "exec": [], "pipe": [], "agent": []} for r in RUNTIMES
+    }
     made: list[Any] = []
+    made_backends: list[DockerBackend] = []
     try:
         svs = {
             r: bench.start_server(f"gvisor-{r}", ["Shell"], backend=backend_setting(r))
@@ -128,6 +134,12 @@ async def run(bench: Bench) -> list[Row]:
         boxes = {r: baseline_container(client, bench.image, r, bench.run_id) for r in RUNTIMES}
         made += boxes.values()
         pipes = {r: open_pipe(client, boxes[r]) for r in RUNTIMES}
+        direct = {r: direct_backend(bench, r) for r in RUNTIMES}
+        made_backends.extend(direct.values())
+        agents = {
+            r: await direct[r].start(SandboxSpec(image=bench.image, session_id="direct"))
+            for r in RUNTIMES
+        }
         for r in RUNTIMES:  # warm-up
             await timed([], lambda r=r: sessions[r].call("bash", command="echo hi"), 100)
             pipe_round_trips(pipes[r], 50)
@@ -135,6 +147,7 @@ async def run(bench: Bench) -> list[Row]:
             for r in RUNTIMES:
                 call = lambda r=r: sessions[r].call("bash", command="echo hi")  # noqa: E731
                 await timed(found[r]["e2e"], call, calls)
+                await timed(found[r]["agent"], lambda r=r: agents[r].shell("echo hi"), calls)
                 found[r]["pipe"] += await asyncio.to_thread(pipe_round_trips, pipes[r], calls)
                 found[r]["exec"] += await asyncio.to_thread(docker_execs, boxes[r], execs)
         for r in RUNTIMES:
@@ -149,6 +162,8 @@ async def run(bench: Bench) -> list[Row]:
             for session in held:
                 await session.delete()
     finally:
+        for backend in made_backends:
+            await backend.close()
         for box in made:
             with contextlib.suppress(docker.errors.APIError):
                 box.remove(force=True)
@@ -156,12 +171,18 @@ async def run(bench: Bench) -> list[Row]:
     return rows(bench, found)
 
 
+def direct_backend(bench: Bench, runtime: str) -> DockerBackend:
+    config = DockerConfig(engine=ENGINE, runtime=runtime)
+    return DockerBackend(f"bench-{bench.run_id}-direct-{runtime}", config=config)
+
+
 def bench_containers(client: docker.DockerClient, server_id: str) -> list[dict[str, Any]]:
     return client.api.containers(filters={"label": f"orsbox.server={server_id}"})
 
 
 def rows(bench: Bench, found: dict[str, dict[str, Any]]) -> list[Row]:
-    s = {r: {k: summary(found[r][k]) for k in ("e2e", "exec", "pipe", "create")} for r in RUNTIMES}
+    kinds = ("e2e", "agent", "exec", "pipe", "create")
+    s = {r: {k: summary(found[r][k]) for k in kinds} for r in RUNTIMES}
     bench.raw["gvisor"] = {r: {**s[r], "idle_mib": found[r]["idle_bytes"] / MIB} for r in RUNTIMES}
     runc, runsc = s["runc"], s["runsc"]
     gvisor_adds = runsc["pipe"]["p50"] - runc["pipe"]["p50"]
@@ -177,6 +198,10 @@ def rows(bench: Bench, found: dict[str, dict[str, Any]]) -> list[Row]:
         Row(
             part, "bash round trip p99, runc / runsc",
             f"{ms(runc['e2e']['p99'])} / {ms(runsc['e2e']['p99'])}",
+        ),
+        Row(
+            part, "the agent alone (in-process, no HTTP) p50, runc / runsc",
+            f"{ms(runc['agent']['p50'])} / {ms(runsc['agent']['p50'])}",
         ),
         Row(
             part, "bare bash pipe over an exec p50, runc / runsc",
