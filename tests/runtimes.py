@@ -31,9 +31,10 @@ GVISOR_DIFFERENCES = {
     "fork-bomb-memory": "RLIMIT_NPROC stops a fork bomb at the pids limit, but every guest "
     "process also costs gVisor host memory: with a small memory limit the sandbox may "
     "run out of memory first (reported as OOM)",
-    "sweep-under-load": "a timeout's sweep under a fork storm may also take an earlier "
-    "background job of the shell (seen under systrap; the cause is not yet pinned down: "
-    "the agent tells a call's processes by their start ticks)",
+    "sighup-on-setsid-kill": "when a timeout kills a process that made itself a session "
+    "leader (setsid), gVisor sends SIGHUP to the shell's process group (Linux does not, "
+    "without a terminal): the shell survives, it catches HUP, but its earlier background "
+    "jobs that do not ignore SIGHUP end",
 }
 
 

@@ -373,6 +373,11 @@ class Shell:
         # at top level (inside a function `declare` would be local); the sentinel is
         # printed after the source, so a `return` in the command cannot skip it.
         printer = f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}"
+        # gVisor sends SIGHUP to the shell's process group when the timeout sweep kills
+        # a process that made itself a session leader (`setsid`); Linux does not (no
+        # terminal). A no-op handler keeps the shell, and its state, alive; what it
+        # starts still gets the default action (a caught signal resets on exec).
+        printer += "; trap : HUP"
         if self.script is not None:
             os.write(self.proc.stdin.fileno(), (printer + "\n").encode())
             self.line = f". /dev/fd/{cmd_r};__orsbox_p $?\n".encode()
