@@ -23,11 +23,10 @@ LOG="$ROOT/dockerd.log"
 HOST="unix://$SOCKET"
 
 BACKPORTS=/etc/apt/sources.list.d/orsbox-bookworm-backports.list
-if ! runsc --version 2>&1 | grep -q '0.0~2024'; then
+if ! command -v runsc >/dev/null 2>&1 || runsc --version 2>&1 | grep -q '0.0~2022'; then
     echo "start-runsc-engine: installing runsc from bookworm-backports" >&2
     echo "deb http://deb.debian.org/debian bookworm-backports main" >"$BACKPORTS"
-    apt-get update -qq -o Dir::Etc::sourcelist="$BACKPORTS" -o Dir::Etc::sourceparts=- \
-        -o APT::Get::List-Cleanup=0
+    apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports runsc >/dev/null
 fi
 
