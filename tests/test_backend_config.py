@@ -102,3 +102,9 @@ def test_under_gvisor_the_pids_limit_moves_into_the_guest() -> None:
     assert runsc["runtime"] == "runsc" and runsc["pids_limit"] == 16 * 64 + 512
     [nproc] = runsc["ulimits"]
     assert (nproc["Name"], nproc["Soft"], nproc["Hard"]) == ("nproc", 64, 64)
+
+
+def test_an_image_map_rule_must_be_from_to() -> None:
+    assert DockerConfig(image_map=["ubuntu:24.04=orsbox/base:latest"]).image_map
+    with pytest.raises(ValueError, match="not FROM=TO"):
+        DockerConfig(image_map=["ubuntu"])

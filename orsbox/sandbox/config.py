@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from orsbox.errors import SandboxError
+from orsbox.sandbox.image_map import ImageMap
 
 if TYPE_CHECKING:
     from orsbox.sandbox.base import SandboxBackend
@@ -53,9 +54,15 @@ class DockerConfig(_Config):
     )
     image_map: list[str] = Field(
         default_factory=list,
-        description="image rewrite rules FROM=TO (see orsbox.sandbox.image_map), "
-        "added after ORSBOX_IMAGE_MAP's",
+        description="image rewrite rules FROM=TO applied to every sandbox's image "
+        "(see orsbox.sandbox.image_map), e.g. ubuntu:24.04=orsbox/debian:bookworm",
     )
+
+    @field_validator("image_map")
+    @classmethod
+    def _rules(cls, rules: list[str]) -> list[str]:
+        ImageMap.parse(rules)  # a malformed rule fails here, at startup
+        return rules
 
 
 class FakeConfig(_Config):

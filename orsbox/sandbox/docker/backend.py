@@ -46,6 +46,7 @@ from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.stream import DockerDemux
+from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.start_limit import StartLimit
 
 log = logging.getLogger("orsbox.sandbox.docker")
@@ -79,6 +80,7 @@ class DockerBackend(SandboxBackend):
         docstring says why)."""
         self.server_id = server_id or default_server_id()
         self.config = config or DockerConfig()
+        self.image_map = ImageMap.parse(self.config.image_map)
         address = engine_address(self.config) if client is None else None
         self.engine = Engine(client, address)
         self._run_options = dict(run_options or {})
@@ -100,6 +102,8 @@ class DockerBackend(SandboxBackend):
             raise SandboxStartError(f"could not start a sandbox from {spec.image}: {e}") from None
 
     async def _start(self, spec: SandboxSpec) -> DockerSandbox:
+        if self.image_map:
+            spec = spec.model_copy(update={"image": self.image_map.rewrite(spec.image)})
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
         try:
