@@ -26,7 +26,9 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -103,7 +105,12 @@ async def read_capped(
 
 
 class FakeSandbox(Sandbox):
-    def __init__(self, spec: SandboxSpec, root: Path, on_closed: object = None) -> None:
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        root: Path,
+        on_closed: Callable[[FakeSandbox], object] | None = None,
+    ) -> None:
         self.id = secrets.token_hex(8)
         self.spec = spec
         self.root = root
@@ -283,9 +290,9 @@ class FakeSandbox(Sandbox):
         )
 
     @staticmethod
-    def _file_op(fn: object, *args: object) -> bytes:
+    def _file_op(fn: Callable[..., Any], *args: object) -> Any:
         try:
-            return fn(*args)  # type: ignore[operator,no-any-return]
+            return fn(*args)
         except agent_code.FileError as e:
             raise SandboxFileError(str(e)) from None
 
@@ -304,7 +311,7 @@ class FakeSandbox(Sandbox):
         await anyio.to_thread.run_sync(kill_marked, MARKER, self.id)
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.control, ignore_errors=True)
-        if callable(self._on_closed):
+        if self._on_closed is not None:
             self._on_closed(self)
 
 
