@@ -24,6 +24,7 @@ from bench import (
     create,
     flood,
     fork,
+    gvisor,
     harbor,
     idle,
     prepared,
@@ -51,6 +52,7 @@ PARTS = {
     "fork": fork,
     "recording": recording,
     "cluster": cluster,
+    "gvisor": gvisor,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

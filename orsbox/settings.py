@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from orsbox.sandbox.config import BackendConfig, DockerConfig, load_config_file, parse_config
 
 
 class Settings(BaseSettings):
@@ -165,6 +170,27 @@ class Settings(BaseSettings):
         from orsbox.server.cells import check_cell
 
         return check_cell(value)
+
+    # -- the sandbox backend (orsbox.sandbox.config) -------------------------------------
+    backend: BackendConfig = Field(
+        default_factory=DockerConfig,
+        description='where sandboxes run, as JSON: {"type": "docker", "engine": '
+        '"unix:///var/run/docker.sock", "runtime": "runsc"}; see orsbox.sandbox.config',
+    )
+    backend_file: Path | None = Field(
+        default=None, description="a TOML or JSON file with the backend config (wins over BACKEND)"
+    )
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend_type(cls, value: Any) -> Any:
+        return parse_config(value) if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _backend_from_file(self) -> Settings:
+        if self.backend_file is not None:
+            self.backend = load_config_file(self.backend_file)
+        return self
 
 
 def _default_cell() -> str:

@@ -104,10 +104,10 @@ def _is_path(target: str) -> bool:
 
 @functools.cache
 def _docker_client() -> Any:
-    import docker
+    from orsbox.sandbox.docker.engine import connect
 
     try:
-        client = docker.from_env(timeout=30)
+        client = connect(timeout_s=30)
         client.ping()
     except Exception:  # no engine: no image targets, and the error comes later if needed
         return None
@@ -115,13 +115,9 @@ def _docker_client() -> Any:
 
 
 def _local_image(client: Any, reference: str) -> bool:
-    import docker.errors
+    from orsbox.sandbox.docker.images import has_image
 
-    try:
-        client.images.get(reference)
-    except (docker.errors.ImageNotFound, docker.errors.APIError):  # APIError: not a reference
-        return False
-    return True
+    return has_image(client, reference)
 
 
 # -- environments that are nothing but an image ------------------------------------------

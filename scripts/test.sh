@@ -22,4 +22,10 @@ ruff check .
 ruff format --check orsbox tests
 # CI owns its Docker engine, so the tests that stop and restart it run here
 export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
+# gVisor: a second, private engine with runsc for the runsc half of the conformance and
+# adversarial tests (tests/runtimes.py); they fail rather than skip when it is missing.
+# It is stopped when the tests end; the main engine is never touched.
+bash scripts/start-runsc-engine.sh
+trap 'kill "$(cat "${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}")" 2>/dev/null || true' EXIT
+export ORSBOX_REQUIRE_RUNSC="${ORSBOX_REQUIRE_RUNSC:-1}"
 python3 -m pytest "$@"

@@ -109,6 +109,11 @@ class LimitsConfig(_Strict):
     disk: int | str | None = Field(
         default=None, description="bound on each writable folder; the rest is read-only"
     )
+    runtime: str | None = Field(
+        default=None,
+        description='isolation, e.g. "runsc" (gVisor); default: the server\'s; the operator '
+        "must allow another",
+    )
 
     @field_validator("memory")
     @classmethod
@@ -131,6 +136,7 @@ class LimitsConfig(_Strict):
             cap_add=tuple(self.cap_add),
             mounts=tuple(m.host_mount(folder) for m in self.mounts),
             disk_bytes=None if self.disk is None else int(self.disk),
+            runtime=self.runtime,
         )
 
 

@@ -35,10 +35,14 @@ console = Console(stderr=True, highlight=False)
 def docker_client(*, required: bool = True) -> Any:
     """A client for the engine. Without one: a clear exit saying how to get one, or
     (not `required`) a warning and None."""
-    import docker
+    from orsbox.sandbox.config import DockerConfig, engine_address
+    from orsbox.sandbox.docker.engine import connect
+    from orsbox.settings import Settings
 
+    backend = Settings().backend
     try:
-        client = docker.from_env(timeout=300)
+        config = backend if isinstance(backend, DockerConfig) else DockerConfig()
+        client = connect(engine_address(config), timeout_s=300)
         client.ping()
     except Exception as e:
         if required:

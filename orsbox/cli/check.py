@@ -63,8 +63,9 @@ def check(
 async def _check_all(env_cls: type[HarborEnvironment], concurrency: int) -> list[TaskCheck]:
     from orsbox.formats.harbor.oracle import check_task
     from orsbox.sandbox import create_backend
+    from orsbox.settings import Settings
 
-    backend = create_backend("docker")
+    backend = create_backend(Settings().backend)
     bound = asyncio.Semaphore(concurrency)
 
     async def one(name: str) -> TaskCheck:

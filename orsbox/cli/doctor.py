@@ -58,11 +58,11 @@ def report(check: Check) -> None:
 
 
 def engine_check() -> tuple[Check, Any]:
-    import docker
+    from orsbox.sandbox.docker.engine import connect
 
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
-        client = docker.from_env(timeout=20)
+        client = connect(timeout_s=20)
         version = client.version()
     except Exception as e:
         fix = "start one with `bash scripts/start-docker.sh` (it installs docker.io if needed)"
@@ -161,6 +161,66 @@ def limit_checks(client: Any) -> list[Check]:
     return checks
 
 
+ISOLATION_PROBE = "echo kernel=$(uname -r); echo boot=$(dmesg 2>/dev/null | head -1)"
+RUNTIME_ALIASES = ("io.containerd.",)  # the engine's internal names for runc
+
+
+def runtime_checks(client: Any) -> list[Check]:
+    """Each runtime the engine offers, started with a probe that reads the kernel it
+    sees: the host's (namespaces and cgroups only, like runc) or one of its own (gVisor
+    says 4.4.0 and boots in dmesg). The configured runtime must be among them."""
+    from orsbox.sandbox.docker.images import BASE_IMAGE, image_exists
+    from orsbox.settings import Settings
+
+    runtimes = [
+        name
+        for name in (client.info().get("Runtimes") or {})
+        if not name.startswith(RUNTIME_ALIASES)
+    ]
+    checks = [Check("runtimes", True, ", ".join(runtimes))]
+    backend = Settings().backend
+    wanted = getattr(backend, "runtime", None)
+    if wanted and wanted not in runtimes:
+        fix = "register it in daemon.json `runtimes` (see docs/gvisor.md) and kill -HUP dockerd"
+        checks.append(Check(f"runtime {wanted}", False, "configured but not offered", fix))
+    if not image_exists(client, BASE_IMAGE):
+        return checks
+    for name in runtimes:
+        checks.append(_isolation(client, name))
+    return checks
+
+
+def _isolation(client: Any, runtime: str) -> Check:
+    api = client.api
+    host_config = api.create_host_config(network_mode="none", runtime=runtime, init=True)
+    try:
+        created = api.create_container(
+            "orsbox/base:latest",
+            ["bash", "-c", ISOLATION_PROBE],
+            host_config=host_config,
+            labels={"orsbox.doctor": "1"},
+        )
+    except Exception as e:
+        return Check(f"runtime {runtime}", False, f"cannot create a container: {e}")
+    try:
+        api.start(created["Id"])
+        api.wait(created["Id"], timeout=PROBE_TIMEOUT_S)
+        logs = api.logs(created["Id"]).decode(errors="replace")
+    except Exception as e:
+        fix = "for runsc: runtimeArgs --network=none and --platform=systrap (docs/gvisor.md)"
+        return Check(f"runtime {runtime}", False, f"the probe did not run: {e}", fix)
+    finally:
+        api.remove_container(created["Id"], force=True)
+    readings = dict(line.split("=", 1) for line in logs.splitlines() if "=" in line)
+    kernel = readings.get("kernel", "?")
+    if kernel == os.uname().release:
+        detail = f"shares the host's kernel {kernel} (namespaces and cgroups)"
+    else:
+        boot = readings.get("boot", "").split("]", 1)[-1].strip()
+        detail = f"its own kernel: {kernel} ({boot or 'no dmesg'}), not the host's"
+    return Check(f"runtime {runtime}", True, detail)
+
+
 def _limit(name: str, seen: str | None, expected: str | None, what: str, kernel: str) -> Check:
     # swap: any finite number means memory + swap is bounded
     ok = bool(seen and seen.isdigit()) if expected is None else seen == expected
@@ -175,14 +235,15 @@ def _limit(name: str, seen: str | None, expected: str | None, what: str, kernel:
 def doctor() -> None:
     """Check that this machine can run orsbox sandboxes.
 
-    The Docker engine answers, the images exist, and memory, pids, cpu and network
-    limits are enforced (a tiny container reads its own cgroup). Prints a fix for
+    The Docker engine answers, the images exist, memory, pids, cpu and network
+    limits are enforced (a tiny container reads its own cgroup), and each runtime the
+    engine offers starts and shows whether it isolates the kernel (runsc: gVisor's). Prints a fix for
     each failure; exit code 1 when anything failed."""
     engine, client = engine_check()
     checks = [engine]
     report(engine)
     if client is not None:
-        for check in [*image_checks(client), *limit_checks(client)]:
+        for check in [*image_checks(client), *limit_checks(client), *runtime_checks(client)]:
             report(check)
             checks.append(check)
     failed = [c for c in checks if not c.ok]

@@ -19,12 +19,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orsbox.cli.ps import orsbox_containers, owner_state
+from orsbox.cli.ps import owner_state
+from orsbox.errors import SandboxError
 
 if TYPE_CHECKING:
-    import docker
-
-    from orsbox.sandbox.snapshots import Snapshot
+    from orsbox.sandbox.base import SandboxBackend
+    from orsbox.sandbox.snapshots import Snapshot, SnapshotStore
 
 out = Console(highlight=False)
 
@@ -52,35 +52,42 @@ def gc(
     A server is dead when it ran on this host and its pid is gone or now belongs to
     another process. Containers of running servers, and of other hosts, stay unless
     --all."""
-    from orsbox.cli.build import docker_client
+    from orsbox.cli.backend_options import cli_backend
 
-    client = docker_client()
-    removed, kept = 0, 0
-    for c in orsbox_containers(client):
-        name = c["Names"][0].lstrip("/")
-        state = owner_state(c.get("Labels") or {})
-        if state != "dead" and not all_containers:
-            kept += 1
-            continue
+    async def collect() -> None:
+        backend = cli_backend()
         try:
-            client.api.remove_container(c["Id"], force=True)
-        except Exception as e:  # gone meanwhile, or removal already in progress
-            out.print(f"could not remove {name}: {e}")
+            await _containers(backend, all_containers)
+            if backend.snapshots is not None:
+                await _images(backend.snapshots, prepared, environment)
+        finally:
+            await backend.close()
+
+    asyncio.run(collect())
+
+
+async def _containers(backend: SandboxBackend, everything: bool) -> None:
+    sandboxes = await backend.list(all_servers=True)
+    doomed = [s for s in sandboxes if everything or owner_state(s.labels) == "dead"]
+    removed = 0
+    for s in doomed:
+        try:
+            await backend.remove(s.id)
+        except SandboxError as e:  # gone meanwhile, or removal already in progress
+            out.print(f"could not remove {s.name}: {e}")
             continue
-        out.print(f"removed {name} (owner {state})")
+        out.print(f"removed {s.name} (owner {owner_state(s.labels)})")
         removed += 1
+    kept = len(sandboxes) - len(doomed)
     note = f"; kept {kept} of live or remote servers (--all removes them)" if kept else ""
     out.print(f"{removed} container(s) removed{note}.")
-    asyncio.run(_images(client, prepared, environment))
 
 
-async def _images(client: docker.DockerClient, everything: bool, environment: str | None) -> None:
-    from orsbox.sandbox.docker.engine import Engine
-    from orsbox.sandbox.docker.snapshots import DockerSnapshots
+async def _images(store: SnapshotStore, everything: bool, environment: str | None) -> None:
+    """Fork images of dead servers, and the prepared-state cache pruned to its bounds."""
     from orsbox.sandbox.prepared import ENVIRONMENT, PreparedCache
     from orsbox.settings import Settings
 
-    store = DockerSnapshots(Engine(client), server_id="orsbox-gc")
     forks = await store.sweep()
     out.print(f"{forks} fork image(s) of dead servers removed.")
     settings = Settings()

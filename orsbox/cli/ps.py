@@ -1,25 +1,53 @@
-"""`orsbox ps`: the sandbox containers orsbox servers started, and whether their owner
-still runs (judged from the owner labels, see `orsbox.sandbox.docker.labels`)."""
+"""`orsbox ps`: the sandbox containers orsbox servers started, whether their owner still
+runs (judged from the owner labels, see `orsbox.sandbox.docker.labels`), and what each
+running one has used so far."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
-from typing import Any
+from dataclasses import dataclass
 
-import docker.errors
 from rich.console import Console
 from rich.table import Table
 
+from orsbox.sandbox.base import SandboxInfo
 from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.engine import read_usage
+from orsbox.sandbox.usage import ResourceUsage
 
 out = Console(highlight=False)
 
 
-def orsbox_containers(client: Any) -> list[dict[str, Any]]:
-    """Every container labelled `orsbox=1`, running or not."""
-    return client.api.containers(all=True, filters={"label": f"{L.ORSBOX}=1"})
+@dataclass(frozen=True)
+class Listed:
+    """A sandbox as `orsbox ps` shows it: what the backend lists, and its usage."""
+
+    info: SandboxInfo
+    usage: ResourceUsage | None
+
+
+def all_sandboxes(*, with_usage: bool = False) -> list[Listed]:
+    """Every sandbox of any orsbox server, running or not, as the backend lists them;
+    `with_usage` adds the CPU and peak memory of the running ones."""
+    from orsbox.cli.backend_options import cli_backend
+
+    async def listing() -> list[Listed]:
+        backend = cli_backend()
+        try:
+            found = await backend.list(all_servers=True)
+            return [
+                Listed(s, await backend.usage_of(s.id) if with_usage and _running(s) else None)
+                for s in found
+            ]
+        finally:
+            await backend.close()
+
+    return asyncio.run(listing())
+
+
+def _running(sandbox: SandboxInfo) -> bool:
+    return sandbox.status == "running"
 
 
 def owner_state(labels: dict[str, str]) -> str:
@@ -29,28 +57,12 @@ def owner_state(labels: dict[str, str]) -> str:
     return "dead" if L.owner_is_dead(labels) else "alive"
 
 
-def _age(created: int) -> str:
+def _age(created: float) -> str:
     seconds = int(time.time() - created)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
-
-
-def usage_columns(client: Any, container: dict[str, Any]) -> tuple[str, str]:
-    """CPU seconds and peak memory of a running container, "-" where unknown."""
-    if container.get("State") != "running":
-        return "-", "-"
-    try:
-        pid = int(
-            (client.api.inspect_container(container["Id"]).get("State") or {}).get("Pid") or 0
-        )
-        usage = read_usage(client.api, container["Id"], pid)
-    except docker.errors.DockerException:
-        return "-", "-"
-    if usage is None:
-        return "-", "-"
-    return usage_cells(usage.cpu_s, usage.peak_memory_bytes)
 
 
 def usage_cells(cpu_s: float | None, peak_memory_bytes: int | None) -> tuple[str, str]:
@@ -65,28 +77,26 @@ def ps() -> None:
 
     Shows each one's environment, session, owning server (pid, and whether it still
     runs), status, age, and the CPU time and peak memory it has used so far."""
-    from orsbox.cli.build import docker_client
-
-    client = docker_client()
-    containers = orsbox_containers(client)
-    if not containers:
+    sandboxes = all_sandboxes(with_usage=True)
+    if not sandboxes:
         out.print("No orsbox containers.")
         return
     table = Table(
         "NAME", "ENVIRONMENT", "SESSION", "SERVER", "OWNER", "STATUS", "AGE", "CPU", "PEAK MEM"
     )
-    for c in containers:
-        labels = c.get("Labels") or {}
-        cpu, memory = usage_columns(client, c)
+    for listed in sandboxes:
+        s, usage = listed.info, listed.usage
+        labels = s.labels
         table.add_row(
-            c["Names"][0].lstrip("/"),
+            s.name,
             labels.get("orsbox.environment", "-"),
-            labels.get(L.SESSION, "-")[:16],
-            f"{labels.get(L.SERVER, '-')} (pid {labels.get(L.PID, '?')})",
+            s.session_id[:16] or "-",
+            f"{s.server_id or '-'} (pid {labels.get(L.PID, '?')})",
             owner_state(labels),
-            c.get("Status", ""),
-            _age(c.get("Created", time.time())),
-            cpu,
-            memory,
+            s.status,
+            _age(s.created or time.time()),
+            *usage_cells(
+                usage.cpu_s if usage else None, usage.peak_memory_bytes if usage else None
+            ),
         )
     out.print(table)

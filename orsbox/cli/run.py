@@ -21,9 +21,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from orsbox.authoring.environment import Environment
+from orsbox.cli import backend_options as B
 from orsbox.cli.dataset_options import with_dataset_options
 from orsbox.errors import ManifestError, OrsboxError
 from orsbox.formats import FormatOptions
+from orsbox.settings import Settings
 
 out = Console(highlight=False, soft_wrap=True)
 SERVER_START_S = 60.0
@@ -71,16 +73,18 @@ def _free_socket() -> socket.socket:
 
 
 @contextlib.contextmanager
-def local_server(environments: Sequence[type[Environment]]) -> Iterator[str]:
+def local_server(
+    environments: Sequence[type[Environment]], settings: Settings | None = None
+) -> Iterator[str]:
     """A real orsbox server on a free loopback port, in a thread; yields its URL."""
     import uvicorn
 
     from orsbox.server import create_app
-    from orsbox.settings import Settings
 
     sock = _free_socket()
     port = sock.getsockname()[1]
-    settings = Settings(host="127.0.0.1", port=port, log_level="warning")
+    given = {"host": "127.0.0.1", "port": port, "log_level": "warning"}
+    settings = (settings or Settings()).model_copy(update=given)
     app = create_app(environments, settings)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -184,6 +188,8 @@ def run(
     url: ServerUrl = None,
     token: ServerToken = None,
     dataset: FormatOptions | None = None,
+    runtime: B.Runtime = None,
+    engine: B.Engine = None,
 ) -> None:
     """Play one scripted episode and print what happens.
 
@@ -197,7 +203,8 @@ def run(
             if url is None:
                 environments = local_environment(env, dataset or FormatOptions())
                 name = environments[0].name().lower()
-                url = stack.enter_context(local_server(environments))
+                settings = B.with_backend(Settings(), runtime, engine)
+                url = stack.enter_context(local_server(environments, settings))
             play(url, name, split or _first_split(url, name, token), index, steps, token)
     except ManifestError as e:
         raise typer.BadParameter(str(e), param_hint="ENV") from e

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from orsbox.cli import backend_options as B
 from orsbox.cli import dataset_options as D
 from orsbox.errors import ManifestError
 from orsbox.observe.logs import LOG_FORMATS
@@ -45,6 +46,8 @@ def serve(
         str, typer.Option(help="human, or json: one object a line with session and call ids")
     ] = _DEFAULTS.log_format,
     dataset: D.FormatOptions | None = None,
+    runtime: B.Runtime = None,
+    engine: B.Engine = None,
 ) -> None:
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
@@ -74,6 +77,7 @@ def serve(
             "log_format": log_format,
         }
     )
+    settings = B.with_backend(settings, runtime, engine)
     advertise_sandbox_api(settings)
     run_server(environments, settings)
 

@@ -11,21 +11,15 @@ from orsbox.sandbox.base import (
     SandboxLimits,
     SandboxSpec,
 )
-
-
-def create_backend(kind: str = "docker", **options: object) -> SandboxBackend:
-    """The backend named `kind`, imported only when chosen (the docker SDK is heavy)."""
-    if kind == "docker":
-        from orsbox.sandbox.docker import DockerBackend
-
-        return DockerBackend(**options)  # type: ignore[arg-type]
-    raise ValueError(f"unknown sandbox backend {kind!r}; known: docker")
-
+from orsbox.sandbox.config import BackendConfig, DockerConfig, FakeConfig, create_backend
 
 __all__ = [
     "EXEC_TIMEOUT_S",
     "OUTPUT_CAP_BYTES",
+    "BackendConfig",
+    "DockerConfig",
     "ExecResult",
+    "FakeConfig",
     "HostMount",
     "Sandbox",
     "SandboxBackend",

@@ -102,6 +102,12 @@ class SandboxLimits(BaseModel):
     privileged: bool = False
     mounts: tuple[HostMount, ...] = ()
     read_only_root: bool = False
+    runtime: str | None = Field(
+        default=None,
+        description="the isolation to run under: an OCI runtime of the Docker backend, "
+        "e.g. runsc (gVisor); None: the backend's configured one. Outside that, the "
+        "operator must allow it (DockerConfig.allow_runtimes)",
+    )
 
 
 class SandboxSpec(BaseModel):
@@ -132,6 +138,7 @@ class SandboxInfo:
     server_id: str
     status: str
     labels: dict[str, str] = field(default_factory=dict)
+    created: float | None = None  # unix time
 
 
 class Sandbox(abc.ABC):
@@ -233,6 +240,16 @@ class SandboxBackend(abc.ABC):
     @abc.abstractmethod
     async def sweep(self) -> int:
         """Remove sandboxes whose server is gone; return how many were removed."""
+
+    async def usage_of(self, sandbox_id: str) -> ResourceUsage | None:
+        """CPU seconds and peak memory of one listed, running sandbox, whoever started
+        it (`orsbox ps`); None where the backend cannot tell."""
+        return None
+
+    async def remove(self, sandbox_id: str) -> None:
+        """Remove one listed sandbox, whoever started it (`orsbox gc`). Raises
+        `SandboxError` when it cannot be removed."""
+        raise SandboxError(f"{type(self).__name__} cannot remove sandboxes it did not start")
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -147,7 +147,7 @@ def _default_backend(
     if not needs:
         return None
     backend = create_backend(
-        "docker",
+        settings.backend,
         server_id=settings.server_id,
         start_concurrency=settings.sandbox_start_concurrency,
     )

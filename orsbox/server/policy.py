@@ -76,6 +76,21 @@ def refusals(limits: SandboxLimits, settings: Settings) -> Iterator[tuple[str, s
         )
     for mount in limits.mounts:
         yield from _mount_refusals(mount, settings)
+    if limits.runtime is not None:
+        yield from _runtime_refusals(limits.runtime, settings)
+
+
+def _runtime_refusals(runtime: str, settings: Settings) -> Iterator[tuple[str, str]]:
+    """An environment may ask for the server's runtime or one the operator allows."""
+    backend = settings.backend
+    if backend.type != "docker":
+        yield f"the {runtime} runtime", "a docker backend (ORSBOX_BACKEND)"
+    elif runtime != backend.runtime and runtime not in backend.allow_runtimes:
+        allowed = json.dumps([*backend.allow_runtimes, runtime])
+        yield (
+            f"the {runtime} runtime",
+            f'ORSBOX_BACKEND=\'{{"type": "docker", "allow_runtimes": {allowed}}}\'',
+        )
 
 
 def _mount_refusals(mount: HostMount, settings: Settings) -> Iterator[tuple[str, str]]:

@@ -11,6 +11,7 @@ import pytest
 from ors.client import ORS
 
 from tests.environments.conftest import example, orsbox
+from tests.runtimes import RUNSC_ENGINE, runtime_available
 from tests.servers import LiveServer
 
 # (environment, example file, expected reward); every example plays train[0]
@@ -56,5 +57,18 @@ def test_orsbox_run_against_a_server(
 @pytest.mark.parametrize("env", ["math", "coding", "swe", "terminal"])
 def test_orsbox_run_in_process(bundled_images: None, env: str) -> None:
     done = orsbox("run", env, "--actions", str(example(env, "train-0-correct")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("final reward: 1.0  finished: true")
+
+
+@pytest.mark.parametrize("env", ["math", "coding", "terminal"])
+def test_orsbox_run_under_gvisor(bundled_images: None, env: str) -> None:
+    """`orsbox run --runtime runsc`, on the private runsc engine (tests/runtimes.py).
+    swe plays too (its 843 MB image loads into the engine in ~20 s, outside CI's budget)."""
+    runtime_available("runsc")
+    done = orsbox(
+        "run", env, "--actions", str(example(env, "train-0-correct")),
+        "--runtime", "runsc", "--engine", RUNSC_ENGINE,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().endswith("final reward: 1.0  finished: true")

@@ -13,6 +13,7 @@ import pytest
 
 from orsbox.sandbox.docker import labels as L
 from tests.environments.conftest import orsbox
+from tests.runtimes import RUNSC_ENGINE, runtime_available
 
 
 def test_doctor_finds_everything_in_order(bundled_images: None) -> None:
@@ -72,3 +73,14 @@ def test_ps_and_gc(leftovers: dict[str, str], docker_client: docker.DockerClient
     assert leftovers["alive"] not in done.stdout and "--all removes them" in done.stdout
     names = {c.name for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})}
     assert leftovers["dead"] not in names and leftovers["alive"] in names
+
+
+def test_doctor_probes_each_runtime_the_engine_offers(bundled_images: None) -> None:
+    """On the private runsc engine (tests/runtimes.py): runc shares the host's kernel,
+    runsc shows gVisor's own. (Its other checks may fail there: it holds one image.)"""
+    runtime_available("runsc")
+    done = orsbox("doctor", env={**os.environ, "DOCKER_HOST": RUNSC_ENGINE, "COLUMNS": "250"})
+    assert "runtimes: runc, runsc" in done.stdout, done.stdout
+    assert f"runtime runc: shares the host's kernel {os.uname().release}" in done.stdout
+    runsc = next(line for line in done.stdout.splitlines() if "runtime runsc:" in line)
+    assert "its own kernel" in runsc and "gVisor" in runsc, runsc

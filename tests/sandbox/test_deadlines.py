@@ -102,8 +102,8 @@ async def test_an_agent_that_stops_answering_is_given_up(
     """A stopped agent neither answers nor reads: a large write blocks on a full socket.
     Both the send and the wait for the answer are bounded, and the sandbox is then given
     up for good, so later calls fail at once instead of waiting as long again."""
-    monkeypatch.setattr("orsbox.sandbox.docker.sandbox.REPLY_GRACE_S", 0.5)
-    monkeypatch.setattr("orsbox.sandbox.docker.sandbox.FILE_OP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("orsbox.sandbox.agent.sandbox.REPLY_GRACE_S", 0.5)
+    monkeypatch.setattr("orsbox.sandbox.agent.sandbox.FILE_OP_TIMEOUT_S", 1.0)
     sandbox = await backend.start(SandboxSpec(image=base_image))
     assert (await sandbox.shell("echo up")).output == "up\n"
     stop = ["pkill", "-STOP", "-f", "orsbox-agent"]

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from orsbox.errors import SandboxFileError
+from orsbox.errors import SandboxFileError, SandboxStartError
 from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+from tests.runtimes import differs
 from tests.waiting import wait_until_async
 
-pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.conformance]
 
 
 async def test_exec_argv_string_env_cwd_stdin(sandbox: DockerSandbox) -> None:
@@ -130,11 +131,19 @@ async def test_copy_in(sandbox: DockerSandbox, tmp_path: Path) -> None:
     assert owner.output == "orsbox\n"
 
 
-async def test_only_loopback_without_network(sandbox: DockerSandbox) -> None:
+async def test_only_loopback_without_network(
+    backend: DockerBackend, sandbox: DockerSandbox
+) -> None:
+    differs(backend, "network")
     assert (await sandbox.shell("ls /sys/class/net")).output == "lo\n"
 
 
 async def test_network_when_asked(backend: DockerBackend, base_image: str) -> None:
+    if backend.config.runtime == "runsc":  # refused at start, not started without one
+        spec = SandboxSpec(image=base_image, limits=SandboxLimits(network=True))
+        with pytest.raises(SandboxStartError, match="no network"):
+            await backend.start(spec)
+        differs(backend, "network")
     sandbox = await backend.start(SandboxSpec(image=base_image, limits=SandboxLimits(network=True)))
     interfaces = (await sandbox.shell("ls /sys/class/net")).output.split()
     assert "lo" in interfaces and len(interfaces) > 1
@@ -155,7 +164,8 @@ async def test_host_mounts_read_only_unless_asked(
     spec = SandboxSpec(image=base_image, limits=SandboxLimits(mounts=mounts))
     sandbox = await backend.start(spec)
     assert await sandbox.read_file("/data/set.txt") == b"dataset"
-    with pytest.raises(SandboxFileError, match="read-only file system"):
+    refused = "permission denied" if backend.config.runtime == "runsc" else "read-only file system"
+    with pytest.raises(SandboxFileError, match=refused):  # gVisor answers EACCES, not EROFS
         await sandbox.write_file("/data/new.txt", b"x")
     await sandbox.write_file("/scratch/out.txt", b"written")
     assert (scratch / "out.txt").read_bytes() == b"written"
@@ -165,6 +175,7 @@ async def test_privileged_and_host_network_when_asked(
     backend: DockerBackend, base_image: str
 ) -> None:
     """What only an operator can allow (`orsbox.server.policy`) does reach docker."""
+    differs(backend, "privileged")
     limits = SandboxLimits(privileged=True, network="host")
     sandbox = await backend.start(SandboxSpec(image=base_image, limits=limits))
     bounding = (await sandbox.shell("grep CapBnd /proc/self/status")).output
@@ -173,9 +184,11 @@ async def test_privileged_and_host_network_when_asked(
     assert "docker0" in inside, inside  # the engine's bridge: only the host has it
 
 
-async def test_hardening_defaults(sandbox: DockerSandbox) -> None:
+async def test_hardening_defaults(backend: DockerBackend, sandbox: DockerSandbox) -> None:
     status = (await sandbox.shell("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")).output
-    assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status
+    assert "CapEff:\t0000000000000000" in status
+    if backend.config.runtime != "runsc":  # gVisor's /proc/self/status has no NoNewPrivs
+        assert "NoNewPrivs:\t1" in status
     assert (await sandbox.shell("id -un; pwd")).output == "orsbox\n/workspace\n"
     assert (await sandbox.shell("ps -o comm= -p 1")).output.strip() in {"docker-init", "tini"}
 

@@ -291,3 +291,16 @@ async def test_shell_round_trip_latency(sandbox: DockerSandbox) -> None:
     p50, p99 = times[500] * 1e3, times[990] * 1e3
     print(f"\nshell echo round trip: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
     assert p50 < 5
+
+
+async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image: str) -> None:
+    from orsbox.sandbox import DockerConfig
+
+    backend = DockerBackend(config=DockerConfig(image_map=[f"ubuntu:24.04={base_image}"]))
+    try:
+        sandbox = await backend.start(SandboxSpec(image="ubuntu:24.04", session_id="mapped"))
+        assert (await sandbox.shell("echo mapped")).output == "mapped\n"
+        [info] = await backend.list()
+        assert info.image == base_image
+    finally:
+        await backend.close()

@@ -6,11 +6,12 @@ import struct
 import subprocess
 
 from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
+from orsbox.sandbox.agent.channel import FrameReader, encode_frame
+from orsbox.sandbox.agent.loader import agent_argv
+from orsbox.sandbox.agent.script import Capture
 from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.agent import Capture
-from orsbox.sandbox.docker.channel import FrameReader, encode_frame
-from orsbox.sandbox.docker.loader import agent_argv
 from orsbox.sandbox.docker.options import container_name, container_options
+from orsbox.sandbox.docker.stream import DockerDemux
 
 
 def test_capture_keeps_head_and_tail_within_the_cap() -> None:
@@ -45,7 +46,7 @@ def docker_frame(stream: int, data: bytes) -> bytes:
 def test_frame_reader_reassembles_split_frames() -> None:
     wire = encode_frame({"id": 1, "ok": True}, b"\x00payload\xff") + encode_frame({"id": 2})
     stream = docker_frame(1, wire[:5]) + docker_frame(2, b"a warning\n") + docker_frame(1, wire[5:])
-    reader = FrameReader()
+    reader = FrameReader(DockerDemux())
     frames, errors = [], []
     for i in range(0, len(stream), 3):  # the worst case: three bytes at a time
         got, err = reader.feed(stream[i : i + 3])
@@ -53,6 +54,14 @@ def test_frame_reader_reassembles_split_frames() -> None:
         errors += err
     assert frames == [({"id": 1, "ok": True}, b"\x00payload\xff"), ({"id": 2}, b"")]
     assert errors == [b"a warning\n"]
+
+
+def test_frame_reader_on_a_plain_byte_stream() -> None:
+    """What a backend without Docker's multiplexing hands over: the agent's stdout."""
+    wire = encode_frame({"id": 1, "ok": True}, b"\x00data") + encode_frame({"id": 2})
+    reader = FrameReader()
+    frames = [f for i in range(0, len(wire), 4) for f in reader.feed(wire[i : i + 4])[0]]
+    assert frames == [({"id": 1, "ok": True}, b"\x00data"), ({"id": 2}, b"")]
 
 
 def test_owner_liveness() -> None:

@@ -67,21 +67,22 @@ def missing_image_error(image: str, why: str) -> SetupFailed:
 def pull(image: str) -> None:
     """Pull `image` (blocking: run it in a thread), logging progress every few seconds.
     Raises `SetupFailed` naming the image and how to provide it when the pull fails."""
-    import docker
-    import docker.errors
+    from orsbox.errors import SandboxError
+    from orsbox.sandbox.docker.engine import connect
+    from orsbox.sandbox.docker.images import pull_events
 
     repository, tag = _split_reference(image)
     log.info("pulling %s", image)
     try:
-        client = docker.from_env(timeout=600)
+        client = connect(timeout_s=600)
         last = 0.0
-        for event in client.api.pull(repository, tag=tag, stream=True, decode=True):
+        for event in pull_events(client, repository, tag):
             if "error" in event:
                 raise missing_image_error(image, str(event["error"]))
             if time.monotonic() - last > PULL_LOG_EVERY_S:
                 last = time.monotonic()
                 log.info("pulling %s: %s", image, _progress(event))
-    except docker.errors.DockerException as e:
+    except SandboxError as e:
         raise missing_image_error(image, _short(e)) from None
     log.info("pulled %s", image)
 

@@ -1,7 +1,7 @@
 """`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
 
 Start is: create (a missing image answers there, so there is no separate look-up), attach
-and start in one go (the agent is the container's own command, see `loader.py`), send
+and start in one go (the agent is the container's own command, see `orsbox.sandbox.agent.loader`), send
 the agent, say hello: three engine round trips and no `docker exec`. A
 start that fails or is cancelled half-way removes its container before raising, so
 nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
@@ -35,17 +35,22 @@ import anyio
 import docker
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
+from orsbox.sandbox.agent.channel import AgentChannel, ChannelClosed
+from orsbox.sandbox.agent.loader import agent_argv, agent_payload
+from orsbox.sandbox.agent.sandbox import check
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.channel import AgentChannel, ChannelClosed
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.images import build_hint
-from orsbox.sandbox.docker.loader import agent_argv, agent_payload
 from orsbox.sandbox.docker.options import container_name, container_options
-from orsbox.sandbox.docker.sandbox import DockerSandbox, check
+from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
+from orsbox.sandbox.docker.stream import DockerDemux
+from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.start_limit import StartLimit
+from orsbox.sandbox.usage import ResourceUsage
 
 log = logging.getLogger("orsbox.sandbox.docker")
 
@@ -66,15 +71,21 @@ class DockerBackend(SandboxBackend):
         server_id: str | None = None,
         client: docker.DockerClient | None = None,
         *,
+        config: DockerConfig | None = None,
         run_options: dict[str, Any] | None = None,
         start_concurrency: int | None = None,
     ) -> None:
-        """`run_options` override the container defaults (see `options.py`), e.g.
-        `{"init": False}` or `{"runtime": "runsc"}`. `start_concurrency` fixes how many
-        sandboxes start at once; None (the default) starts at `START_CONCURRENCY` and
-        adapts (the module docstring says why)."""
+        """`config` names the engine and the runtime (`orsbox.sandbox.config`); an
+        engine address that cannot work raises `SandboxError` here, at startup.
+        `run_options` override the container defaults (see `options.py`), e.g.
+        `{"init": False}`. `start_concurrency` fixes how many sandboxes start at once;
+        None (the default) starts at `START_CONCURRENCY` and adapts (the module
+        docstring says why)."""
         self.server_id = server_id or default_server_id()
-        self.engine = Engine(client)
+        self.config = config or DockerConfig()
+        self.image_map = ImageMap.parse(self.config.image_map)
+        address = engine_address(self.config) if client is None else None
+        self.engine = Engine(client, address)
         self._run_options = dict(run_options or {})
         self._sandboxes: dict[str, DockerSandbox] = {}
         self.start_limit = StartLimit(
@@ -96,12 +107,17 @@ class DockerBackend(SandboxBackend):
             raise SandboxStartError(f"could not start a sandbox from {spec.image}: {e}") from None
 
     async def _start(self, spec: SandboxSpec) -> DockerSandbox:
+        if self.image_map:
+            spec = spec.model_copy(update={"image": self.image_map.rewrite(spec.image)})
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
         try:
             disk = await self._disk_plan(spec)
             tmpfs = disk.tmpfs() if disk else None
-            options = container_options(spec, name, labels, self._run_options, tmpfs=tmpfs)
+            runtime = self.runtime_for(spec)
+            options = container_options(
+                spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime
+            )
             container_id = await self._create(options)
         except ImageNotFound:
             raise ImageNotFound(
@@ -142,6 +158,18 @@ class DockerBackend(SandboxBackend):
         self._orphans.add(task)
         task.add_done_callback(self._orphans.discard)
 
+    def runtime_for(self, spec: SandboxSpec) -> str | None:
+        """The OCI runtime `spec` runs under: its own when it asks for one, else the
+        configured one. gVisor runs with `--network=none` (docs/gvisor.md), so a spec
+        that needs a network is refused there rather than started without one."""
+        runtime = spec.limits.runtime or self.config.runtime
+        if is_gvisor(runtime) and spec.limits.network:
+            raise SandboxStartError(
+                f"a sandbox under {runtime} (gVisor) has no network (the runtime runs "
+                "with --network=none); run environments that need one under runc"
+            )
+        return runtime
+
     async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
         if spec.limits.disk_bytes is None:
             return None
@@ -174,7 +202,7 @@ class DockerBackend(SandboxBackend):
         """Send the agent to its loader and wait for its hello. With `shell`, the agent
         starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
         try:
-            channel = await AgentChannel.connect(sock, name, on_lost)
+            channel = await AgentChannel.connect(sock, name, on_lost, DockerDemux())
         except BaseException:
             sock.close()
             raise
@@ -229,6 +257,15 @@ class DockerBackend(SandboxBackend):
             log.info("swept %d snapshot image(s) of dead servers", images)
         return len(doomed)
 
+    async def usage_of(self, sandbox_id: str) -> ResourceUsage | None:
+        try:
+            return await self.engine.usage(sandbox_id)
+        finally:
+            self.engine.forget(sandbox_id)  # a one-off look: keep no pid for it
+
+    async def remove(self, sandbox_id: str) -> None:
+        await self.engine.remove(sandbox_id)
+
     async def close(self) -> None:
         async with anyio.create_task_group() as tg:
             for sandbox in list(self._sandboxes.values()):
@@ -274,4 +311,5 @@ def to_info(container: dict[str, Any]) -> SandboxInfo:
         server_id=labels.get(L.SERVER, ""),
         status=container.get("State", ""),
         labels=labels,
+        created=container.get("Created"),
     )

@@ -95,8 +95,13 @@ class Engine:
     """A docker client used only from worker threads. Created lazily: building a client
     asks the engine for its API version, which must not happen on the event loop."""
 
-    def __init__(self, client: docker.DockerClient | None = None) -> None:
+    def __init__(
+        self, client: docker.DockerClient | None = None, address: str | None = None
+    ) -> None:
+        """`address`: the engine's (see `orsbox.sandbox.config.engine_address`);
+        None: DOCKER_HOST, else the local socket."""
         self._client = client
+        self.address = address
         self._owns_client = client is None
         self._client_lock = threading.Lock()
         self.limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
@@ -108,7 +113,7 @@ class Engine:
     def client(self) -> docker.DockerClient:
         with self._client_lock:
             if self._client is None:
-                self._client = docker.from_env(timeout=DOCKER_TIMEOUT_S, max_pool_size=POOL_SIZE)
+                self._client = connect(self.address)
             return self._client
 
     async def run(
@@ -337,6 +342,17 @@ class Engine:
     def close(self) -> None:
         if self._owns_client and self._client is not None:
             self._client.close()
+
+
+def connect(address: str | None = None, timeout_s: float = DOCKER_TIMEOUT_S) -> docker.DockerClient:
+    """The one place a docker client is made: `address` or, when None, the environment's
+    (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)."""
+    with translated(f"connect to the docker engine at {address or 'DOCKER_HOST'}"):
+        if address is None:
+            return docker.from_env(timeout=timeout_s, max_pool_size=POOL_SIZE)
+        return docker.DockerClient(
+            base_url=address, timeout=int(timeout_s), max_pool_size=POOL_SIZE
+        )
 
 
 def own_socket(raw: Any) -> socket.socket:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -42,6 +43,23 @@ class ImageRecipe:
     base_image: str | None = None  # None: the Dockerfile's own default
     origin: str = ""  # what declares it, for messages: a folder or a manifest
     timeout_s: float = BUILD_TIMEOUT_S  # a task may set its own (Harbor's build_timeout_sec)
+
+
+def has_image(client: docker.DockerClient, reference: str) -> bool:
+    """Like `image_exists`, for any string: one that is no image reference at all (a
+    path, a module name) is simply not an image."""
+    try:
+        return image_exists(client, reference)
+    except docker.errors.APIError:
+        return False
+
+
+def pull_events(
+    client: docker.DockerClient, repository: str, tag: str | None
+) -> Iterator[dict[str, Any]]:
+    """The engine's progress events while pulling; failures as `SandboxError`."""
+    with translated(f"pull {repository}"):
+        yield from client.api.pull(repository, tag=tag, stream=True, decode=True)
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:

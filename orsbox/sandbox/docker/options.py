@@ -1,7 +1,7 @@
 """How a `SandboxSpec` becomes `docker create` options.
 
 Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides any key.
-  - the agent's loader as the command (`loader.py`), attached before start with stdin
+  - the agent's loader as the command (`orsbox.sandbox.agent.loader`), attached before start with stdin
     open once (`StdinOnce`): when the server's attach connection closes, whatever the
     reason (SIGKILL included), the agent reads EOF and exits, and with it the container
     (its dead-man's switch). A container created but never started runs nothing; the
@@ -14,7 +14,13 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
     cpu and pids limits, every capability dropped, no privilege gain through setuid;
   - privileged mode, host networking, added capabilities and host mounts only as the
     spec asks (the server's policy decides what an environment may ask for);
-  - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`).
+  - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`);
+  - under gVisor (`runtime="runsc"`), the pids limit moves inside: gVisor's own host
+    threads count against a cgroup pids limit (162 for an idle ptrace sandbox) and
+    reaching it kills the whole sandbox instead of failing a fork. So the guest gets
+    `limits.pids` as RLIMIT_NPROC (gVisor enforces it: a fork past it fails with
+    EAGAIN, as under runc) and the host cgroup a looser bound that still protects the
+    host (`gvisor_host_pids`). See docs/gvisor.md.
 """
 
 from __future__ import annotations
@@ -23,13 +29,16 @@ import re
 import secrets
 from typing import Any
 
-from docker.types import Mount
+from docker.types import Mount, Ulimit
 
-from orsbox.sandbox.base import HostMount, SandboxSpec
-from orsbox.sandbox.docker.loader import agent_argv
+from orsbox.sandbox.agent.loader import agent_argv
+from orsbox.sandbox.base import HostMount, SandboxLimits, SandboxSpec
+from orsbox.sandbox.config import is_gvisor
 
 AGENT_COMMAND = agent_argv()
 NO_LOGS = {"type": "none", "config": {}}
+GVISOR_THREADS = 512  # gVisor's own host threads: 49 idle, more under load
+GVISOR_THREADS_PER_PROCESS = 16  # fork bomb peaks: 11-14 per process (ptrace), ~2 (systrap)
 
 
 def container_name(session_id: str) -> str:
@@ -56,9 +65,10 @@ def container_options(
     overrides: dict[str, Any],
     *,
     tmpfs: dict[str, str] | None = None,
+    runtime: str | None = None,
 ) -> dict[str, Any]:
     """`tmpfs` (the bounded folders of a sandbox with `disk_bytes`, see `disk.py`) makes
-    the root filesystem read-only."""
+    the root filesystem read-only. `runtime`: the OCI runtime (None: the engine's)."""
     limits = spec.limits
     options: dict[str, Any] = {
         "image": spec.image,
@@ -85,6 +95,25 @@ def container_options(
         "working_dir": spec.workdir or None,
         "read_only": limits.read_only_root or tmpfs is not None,
         "tmpfs": tmpfs or ({"/tmp": "", "/run": ""} if limits.read_only_root else None),
+        "runtime": runtime,
     }
+    if is_gvisor(runtime):
+        options.update(gvisor_pids(limits))
     options.update(overrides)
     return {key: value for key, value in options.items() if value is not None}
+
+
+def gvisor_host_pids(limits: SandboxLimits) -> int:
+    """The host cgroup's pids bound for a gVisor sandbox: under the ptrace platform each
+    guest process costs several host threads (its stub and tracer threads), plus
+    gVisor's own. Reached only if RLIMIT_NPROC does not hold; then it ends the sandbox
+    rather than the host."""
+    return GVISOR_THREADS_PER_PROCESS * limits.pids + GVISOR_THREADS
+
+
+def gvisor_pids(limits: SandboxLimits) -> dict[str, Any]:
+    """Under gVisor the guest's process limit is RLIMIT_NPROC (the module docstring)."""
+    return {
+        "pids_limit": gvisor_host_pids(limits),
+        "ulimits": [Ulimit(name="nproc", soft=limits.pids, hard=limits.pids)],
+    }

@@ -1,4 +1,4 @@
-"""How the agent gets into a container: a short loader as `python3 -c`, the agent on stdin.
+"""How the agent gets into a sandbox: a short loader as `python3 -c`, the agent on stdin.
 
 The image needs no file of ours, and `ps` in the sandbox shows a short command line
 rather than 30 KB of agent source. The main agent is the container's own command (under
@@ -55,6 +55,6 @@ def agent_argv(sub: bool = False) -> list[str]:
 @functools.cache
 def agent_payload() -> bytes:
     """What the loader reads from stdin (see the module docstring)."""
-    source = (Path(__file__).parent / "agent.py").read_bytes()
+    source = (Path(__file__).parent / "script.py").read_bytes()
     code = importlib.util.MAGIC_NUMBER + marshal.dumps(compile(source, AGENT_NAME, "exec"))
     return b"%010d%010d" % (len(code), len(source)) + code + source

@@ -1,11 +1,12 @@
 """The host side of the agent protocol: one asyncio connection per sandbox.
 
-The agent (`agent.py`) runs as one attached `docker exec` whose raw socket the docker
-SDK hands over. We give that socket to the event loop as a plain `asyncio.Protocol`, so an
-idle sandbox costs a socket and a few objects, not a thread, and a request costs no
-docker API call. Docker multiplexes the exec's stdout and stderr on the socket with
-8-byte frame headers (type, 3 zero bytes, big-endian length); stdout carries the
-agent's frames (see `agent.py` for the format), stderr its diagnostics, which we log.
+The agent (`script.py`) runs inside the sandbox with its stdin and stdout on a socket
+the backend hands over (Docker: the raw socket of an attach). We give that socket to
+the event loop as a plain `asyncio.Protocol`, so an idle sandbox costs a socket and a
+few objects, not a thread, and a request costs no backend API call. stdout carries the
+agent's frames (see `script.py` for the format); a backend whose transport also
+carries stderr (Docker multiplexes both on one socket) passes a `Demux` that splits
+them, and stderr, the agent's diagnostics, is logged. A plain byte stream needs none.
 
 Requests carry ids, so several can be in flight at once (a shell call while files are
 read); replies are matched by id. When the socket closes every pending and later request
@@ -21,15 +22,19 @@ import logging
 import socket
 import struct
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
-log = logging.getLogger("orsbox.sandbox.docker")
+log = logging.getLogger("orsbox.sandbox.agent")
 
-DOCKER_HEAD = struct.Struct(">BxxxL")
 AGENT_HEAD = struct.Struct(">II")
-STDOUT, STDERR = 1, 2
 
 Header = dict[str, Any]
+
+
+class Demux(Protocol):
+    """Splits a transport's bytes into (stdout chunks, stderr chunks)."""
+
+    def feed(self, data: bytes) -> tuple[list[bytes], list[bytes]]: ...
 
 
 class ChannelClosed(Exception):
@@ -55,32 +60,23 @@ def encode_frame(header: Header, payload: bytes = b"") -> bytes:
 
 
 class FrameReader:
-    """Turns the exec's byte stream into (stream, chunk) and then agent frames.
+    """Turns the agent's byte stream (after `demux`, when the transport needs one) into
+    agent frames.
 
     Buffers hold at most one incomplete frame; a big reply (a 50 MB file) is cut out
     of the buffer once, when its last byte has arrived."""
 
-    def __init__(self) -> None:
-        self._docker = bytearray()
+    def __init__(self, demux: Demux | None = None) -> None:
+        self._demux = demux
         self._agent = bytearray()
 
     def feed(self, data: bytes) -> tuple[list[tuple[Header, bytes]], list[bytes]]:
         """Return the complete agent frames and stderr chunks found so far."""
-        self._docker += data
+        out, errors = self._demux.feed(data) if self._demux is not None else ([data], [])
         frames: list[tuple[Header, bytes]] = []
-        errors: list[bytes] = []
-        while len(self._docker) >= DOCKER_HEAD.size:
-            stream, size = DOCKER_HEAD.unpack_from(self._docker)
-            end = DOCKER_HEAD.size + size
-            if len(self._docker) < end:
-                break
-            chunk = bytes(self._docker[DOCKER_HEAD.size : end])
-            del self._docker[:end]
-            if stream == STDERR:
-                errors.append(chunk)
-            else:
-                self._agent += chunk
-                frames.extend(self._agent_frames())
+        for chunk in out:
+            self._agent += chunk
+            frames.extend(self._agent_frames())
         return frames, errors
 
     def _agent_frames(self) -> list[tuple[Header, bytes]]:
@@ -106,10 +102,12 @@ def _expire(future: asyncio.Future[tuple[Header, bytes]]) -> None:
 class AgentChannel(asyncio.Protocol):
     """Request/reply over the exec socket. Use `connect` to make one."""
 
-    def __init__(self, name: str, on_lost: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, name: str, on_lost: Callable[[], None] | None = None, demux: Demux | None = None
+    ) -> None:
         self.name = name
         self._on_lost = on_lost
-        self._reader = FrameReader()
+        self._reader = FrameReader(demux)
         self._pending: dict[int, asyncio.Future[tuple[Header, bytes]]] = {}
         self._ids = itertools.count(1)
         self._transport: asyncio.Transport | None = None
@@ -120,10 +118,14 @@ class AgentChannel(asyncio.Protocol):
 
     @classmethod
     async def connect(
-        cls, sock: socket.socket, name: str, on_lost: Callable[[], None] | None = None
+        cls,
+        sock: socket.socket,
+        name: str,
+        on_lost: Callable[[], None] | None = None,
+        demux: Demux | None = None,
     ) -> AgentChannel:
         loop = asyncio.get_running_loop()
-        channel = cls(name, on_lost)
+        channel = cls(name, on_lost, demux)
         if sock.family == socket.AF_UNIX:
             await loop.create_unix_connection(lambda: channel, sock=sock)
         else:

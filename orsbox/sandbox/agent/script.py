@@ -248,6 +248,19 @@ class OomCounter:
 OOM = None  # the agent's OomCounter, made in main()
 
 
+def command_script():
+    """A memfd for the shell's commands (python >= 3.8 on Linux, a kernel with memfd and
+    /dev/fd), or None: then a pipe carries them."""
+    try:
+        fd = os.memfd_create("orsbox-command", 0)
+    except (AttributeError, OSError):
+        return None
+    if not os.path.exists(f"/dev/fd/{fd}"):
+        os.close(fd)
+        return None
+    return fd
+
+
 def open_children_file(pid):
     try:
         return os.open(f"/proc/{pid}/task/{pid}/children", os.O_RDONLY)
@@ -315,10 +328,11 @@ class ShellCall:
 class Shell:
     """A persistent `bash --noprofile --norc` whose state survives between calls.
 
-    Per call the agent writes one fixed line to bash's stdin and the command text (ended
-    by NUL) to a second pipe; bash reads the text with `read -d ''`, `eval`s it at top
-    level (not inside a function, where `declare` would be local) and prints a NUL-framed
-    sentinel with a per-shell random token and `$?`. No fork per call. stdout and stderr
+    Per call the agent writes the command, quoted, into a memfd and one short fixed line
+    to bash's stdin: bash sources the memfd, which `eval`s the command at top level (not
+    inside a function, where `declare` would be local), then prints a NUL-framed
+    sentinel with a per-shell random token and `$?`. (Without memfd the command goes
+    through a second pipe, read with `read -d ''`.) No fork per call. stdout and stderr
     share one pipe so output interleaves as on a terminal; the pipe is drained at all
     times, also between calls (background jobs), into bounded captures."""
 
@@ -335,7 +349,8 @@ class Shell:
         self.token = os.urandom(8).hex()
         self.sentinel = b"\0" + self.token.encode() + b":"
         out_r, out_w = os.pipe()
-        cmd_r, self.cmd_w = os.pipe()
+        self.script = command_script()
+        cmd_r, self.cmd_w = (self.script, self.script) if self.script is not None else os.pipe()
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"],
             stdin=subprocess.PIPE,
@@ -347,18 +362,31 @@ class Shell:
             preexec_fn=raise_oom_score,
         )
         os.close(out_w)
-        os.close(cmd_r)
+        if self.script is None:
+            os.close(cmd_r)
         self.out_r, self.out_open, self.pending = out_r, True, b""
         os.set_blocking(out_r, False)
         self.agent.sel.register(out_r, selectors.EVENT_READ, self.on_output)
-        # Helpers keep the per-call line short (bash reads a pipe one byte at a time);
-        # the eval itself stays at top level.
-        setup = (
-            f"__orsbox_r() {{ IFS= read -r -d '' __orsbox_c <&{cmd_r}; }}; "
-            f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}\n"
-        )
-        os.write(self.proc.stdin.fileno(), setup.encode())
-        self.line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'.encode()
+        # bash reads a pipe (its stdin) one byte at a time, a system call per byte,
+        # which costs tens of microseconds under gVisor: the per-call line is short and
+        # the command comes from a memfd bash sources (read in one go). The eval stays
+        # at top level (inside a function `declare` would be local); the sentinel is
+        # printed after the source, so a `return` in the command cannot skip it.
+        printer = f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}"
+        # gVisor sends SIGHUP to the shell's process group when the timeout sweep kills
+        # a process that made itself a session leader (`setsid`); Linux does not (no
+        # terminal). A no-op handler keeps the shell, and its state, alive; what it
+        # starts still gets the default action (a caught signal resets on exec).
+        printer += "; trap : HUP"
+        if self.script is not None:
+            os.write(self.proc.stdin.fileno(), (printer + "\n").encode())
+            self.line = f". /dev/fd/{cmd_r};__orsbox_p $?\n".encode()
+            self.eval = f'eval "$__orsbox_c" </dev/null {cmd_r}<&-\n'.encode()
+        else:  # no memfd (python < 3.8): the command through a pipe, read to its NUL
+            reader = f"__orsbox_r() {{ IFS= read -r -d '' __orsbox_c <&{cmd_r}; }}"
+            os.write(self.proc.stdin.fileno(), f"{reader}; {printer}\n".encode())
+            self.line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'
+            self.line = self.line.encode()
         self.children = open_children_file(self.proc.pid)
 
     def forget(self):
@@ -425,8 +453,16 @@ class Shell:
         self.call = ShellCall(rid, capture, timeout, notes)
         self.call.earlier_jobs = read_children(self.children)
         try:
-            os.write(self.proc.stdin.fileno(), self.line)
-            os.write(self.cmd_w, command.replace(b"\0", b"") + b"\0")
+            command = command.replace(b"\0", b"")
+            if self.script is not None:  # written before the line that sources it
+                quoted = b"'" + command.replace(b"'", b"'\\''") + b"'"
+                os.lseek(self.script, 0, os.SEEK_SET)
+                os.ftruncate(self.script, 0)
+                write_all(self.script, b"__orsbox_c=" + quoted + b"\n" + self.eval)
+                os.write(self.proc.stdin.fileno(), self.line)
+            else:
+                os.write(self.proc.stdin.fileno(), self.line)
+                os.write(self.cmd_w, command + b"\0")
         except OSError:
             pass  # the shell died: `tick` notices and reports it
 
@@ -595,22 +631,25 @@ SHELL_MARK_NAME = "ORSBOX_SHELL"  # set in the shell's environment, so inherited
 SHELL_MARK = SHELL_MARK_NAME.encode() + b"=1\0"
 
 
-def carries_shell_mark(pid):
-    """Whether the process started with the shell's mark in its environment: how a
-    process the shell started is known after it has left the shell's tree and session
-    (`setsid` in a double fork). One that cleared its environment is not recognised;
-    it still dies with the sandbox."""
+EXEC_MARK_NAME = "ORSBOX_EXEC"  # set per one-off exec, to its request id
+
+
+def carries_mark(pid, mark):
+    """Whether the process started with `mark` (`NAME=value\\0`) in its environment: how
+    a process the shell or an exec started is known after it has left that tree and
+    session (`setsid` in a double fork). One that cleared its environment is not
+    recognised; it still dies with the sandbox."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
-            return SHELL_MARK in b"\0" + f.read()
+            return mark in b"\0" + f.read()
     except OSError:
         return False
 
 
-def escaped_from_shell(table):
-    """Orphans the shell started (their oldest living ancestor's parent is init), with
-    everything they started. Not the container's own command, the agent or a one-off
-    exec's orphans: none of them carries the shell's mark."""
+def escaped_from_shell(table, mark=SHELL_MARK):
+    """Orphans the shell (or, with an exec's `mark`, that exec) started (their oldest
+    living ancestor's parent is init), with everything they started. Not the
+    container's own command, the agent or another's orphans: none carries the mark."""
     marked = {}
     out = []
     for pid in table:
@@ -618,7 +657,7 @@ def escaped_from_shell(table):
         if root not in table or table[root][0] != 1:
             continue
         if root not in marked:
-            marked[root] = carries_shell_mark(root)
+            marked[root] = carries_mark(root, mark)
         if marked[root]:
             out.append(pid)
     return out
@@ -641,6 +680,7 @@ class ExecCall:
 
     def __init__(self, agent, rid, req, stdin):
         self.agent, self.rid = agent, rid
+        self.mark = f"{os.getpid()}-{rid}"  # unique among agents (a sub-agent counts its own)
         self.capture = Capture(req.get("cap", 65536))
         self.timeout = float(req.get("timeout", 60))
         self.started = time.time()
@@ -661,6 +701,7 @@ class ExecCall:
         argv = req["argv"] if "argv" in req else ["bash", "-c", req["cmd"]]
         env = dict(os.environ)
         env.update(req.get("env") or {})
+        env[EXEC_MARK_NAME] = self.mark
         return subprocess.Popen(
             argv,
             stdin=subprocess.PIPE if has_stdin else subprocess.DEVNULL,
@@ -707,8 +748,12 @@ class ExecCall:
         elif now >= self.deadline and not self.timed_out:
             self.timed_out = True
             pid = self.proc.pid
+            mark = f"{EXEC_MARK_NAME}={self.mark}".encode() + b"\0"
             n = kill_sweep(
-                lambda t: [p for p in t if t[p][1] == pid or ancestry_root(p, t, {pid}) == pid],
+                lambda t: (
+                    [p for p in t if t[p][1] == pid or ancestry_root(p, t, {pid}) == pid]
+                    + escaped_from_shell(t, mark)
+                ),
                 self.killed,
             )
             self.notes.append(

@@ -1,0 +1,157 @@
+"""Backend configuration: one pydantic model per backend, told apart by its `type` tag.
+
+`Settings.backend` holds a `BackendConfig`: set it as JSON in `ORSBOX_BACKEND`
+(`{"type": "docker", "runtime": "runsc"}`), in a TOML or JSON file (`load_config_file`),
+or through the CLI flags derived from the same models (`orsbox serve --runtime runsc
+--engine unix:///var/run/other.sock`). `create_backend(config)` builds the backend it
+names; the backend's module is imported only then (the docker SDK is heavy).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+from orsbox.errors import SandboxError
+from orsbox.sandbox.image_map import ImageMap
+
+if TYPE_CHECKING:
+    from orsbox.sandbox.base import SandboxBackend
+
+DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+GVISOR_RUNTIMES = ("runsc",)  # runtime names that mean gVisor (see docs/gvisor.md)
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DockerConfig(_Config):
+    """Sandboxes as containers of one Docker engine."""
+
+    type: Literal["docker"] = "docker"
+    engine: str | None = Field(
+        default=None,
+        description="engine address: unix:///path, tcp://host:port (loopback only: the "
+        "agent's stream is unencrypted) or ssh:// (refused; see engine_address); "
+        "default: DOCKER_HOST, else the local socket",
+    )
+    runtime: str | None = Field(
+        default=None,
+        description="OCI runtime for every sandbox, e.g. runsc (gVisor); default: the "
+        "engine's own (runc)",
+    )
+    allow_runtimes: list[str] = Field(
+        default_factory=list,
+        description="runtimes an environment may ask for in its limits, besides `runtime`",
+    )
+    image_map: list[str] = Field(
+        default_factory=list,
+        description="image rewrite rules FROM=TO applied to every sandbox's image "
+        "(see orsbox.sandbox.image_map), e.g. ubuntu:24.04=orsbox/debian:bookworm",
+    )
+
+    @field_validator("image_map")
+    @classmethod
+    def _rules(cls, rules: list[str]) -> list[str]:
+        ImageMap.parse(rules)  # a malformed rule fails here, at startup
+        return rules
+
+
+class FakeConfig(_Config):
+    """The in-process fake (`orsbox.sandbox.fake`): host processes, no isolation; for
+    fast unit tests only."""
+
+    type: Literal["fake"] = "fake"
+
+
+BackendConfig = Annotated[DockerConfig | FakeConfig, Field(discriminator="type")]
+_ADAPTER: TypeAdapter[DockerConfig | FakeConfig] = TypeAdapter(BackendConfig)
+
+
+def parse_config(data: object) -> DockerConfig | FakeConfig:
+    """A config from its dict form (`type` chooses the model; docker when absent)."""
+    if isinstance(data, dict) and "type" not in data:
+        data = {**data, "type": "docker"}
+    return _ADAPTER.validate_python(data)
+
+
+def load_config_file(path: Path) -> DockerConfig | FakeConfig:
+    """A backend config from a .toml or .json file (a TOML file may hold it under
+    `[backend]`)."""
+    text = path.read_text()
+    data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    return parse_config(data.get("backend", data) if isinstance(data, dict) else data)
+
+
+def engine_address(config: DockerConfig) -> str:
+    """The engine address to connect to, or `SandboxError` saying why it cannot work.
+
+    The agent talks over the raw socket of an attach, so the transport must hand over a
+    plain socket: a unix socket does, so does unencrypted TCP (allowed to a loopback
+    address only, as anyone who reaches it controls the engine). The docker SDK's TLS
+    and SSH transports hand over wrapped sockets the agent channel cannot use, so they
+    are refused at startup rather than at the first session."""
+    address = config.engine or os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
+    parts = urlsplit(address)
+    if parts.scheme in ("unix", "npipe"):
+        return address
+    if parts.scheme == "ssh":
+        raise SandboxError(
+            f"engine {address}: ssh:// is not supported (the sandbox agent needs a plain "
+            "socket); forward the remote socket instead: `ssh -NL "
+            "/tmp/remote-docker.sock:/var/run/docker.sock HOST` and use "
+            "unix:///tmp/remote-docker.sock"
+        )
+    if parts.scheme in ("tcp", "http", "https"):
+        tls = parts.scheme == "https" or os.environ.get("DOCKER_TLS_VERIFY") not in (None, "")
+        if tls:
+            raise SandboxError(
+                f"engine {address}: TLS connections are not supported (the sandbox agent "
+                "needs a plain socket); tunnel the engine's unix socket over ssh "
+                "(`ssh -NL /tmp/remote-docker.sock:/var/run/docker.sock HOST`)"
+            )
+        if not _loopback(parts.hostname or ""):
+            raise SandboxError(
+                f"engine {address}: unencrypted tcp:// only to a loopback address (anyone "
+                "who reaches it controls the engine); tunnel a remote engine over ssh"
+            )
+        return address
+    raise SandboxError(f"engine {address}: unknown scheme {parts.scheme!r}")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_gvisor(runtime: str | None) -> bool:
+    return runtime is not None and runtime in GVISOR_RUNTIMES
+
+
+def create_backend(
+    config: DockerConfig | FakeConfig | None = None,
+    *,
+    server_id: str | None = None,
+    start_concurrency: int | None = None,
+) -> SandboxBackend:
+    """The backend `config` describes (default: Docker on the default engine)."""
+    config = config or DockerConfig()
+    if isinstance(config, FakeConfig):
+        from orsbox.sandbox.fake import FakeBackend
+
+        return FakeBackend(server_id=server_id)
+    from orsbox.sandbox.docker import DockerBackend
+
+    return DockerBackend(server_id, config=config, start_concurrency=start_concurrency)

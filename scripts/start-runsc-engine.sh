@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A second, private Docker engine with gVisor's `runsc` registered, for the tests and
+# benchmarks that run sandboxes under gVisor. The main engine is never touched.
+#
+# Installs runsc from bookworm-backports when missing (Debian 12's own 2022 build answers
+# EINVAL to coreutils' statx: `ls` and `stat` fail inside), starts dockerd with its own data-root, exec-root,
+# socket and pid file (no bridge, no iptables: runsc sandboxes get no network anyway),
+# then loads the images the runsc tests need from the main engine (docker save | load),
+# skipping any it already holds. Idempotent. Prints nothing on success; the socket is
+# $ORSBOX_RUNSC_SOCKET (default /var/run/orsbox-runsc.sock). Stop it with
+# `kill $(cat $ORSBOX_RUNSC_PIDFILE)`.
+#
+# runtimeArgs (see docs/gvisor.md): --network=none (gVisor issue 10704: every start fails
+# with network enabled on newer kernels), --platform=ptrace (kvm hangs on these VMs),
+# --overlay2=none (with the rootfs overlay, files created inside cannot be copied out).
+set -euo pipefail
+
+SOCKET="${ORSBOX_RUNSC_SOCKET:-/var/run/orsbox-runsc.sock}"
+PIDFILE="${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}"
+ROOT="${ORSBOX_RUNSC_ROOT:-/var/lib/orsbox-runsc}"
+IMAGES="${ORSBOX_RUNSC_IMAGES:-orsbox/base:latest}"
+LOG="$ROOT/dockerd.log"
+HOST="unix://$SOCKET"
+
+BACKPORTS=/etc/apt/sources.list.d/orsbox-bookworm-backports.list
+if ! command -v runsc >/dev/null 2>&1 || runsc --version 2>&1 | grep -q '0.0~2022'; then
+    echo "start-runsc-engine: installing runsc from bookworm-backports" >&2
+    echo "deb http://deb.debian.org/debian bookworm-backports main" >"$BACKPORTS"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports runsc >/dev/null
+fi
+
+if ! DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
+    mkdir -p "$ROOT/data" "$ROOT/exec"
+    cat >"$ROOT/daemon.json" <<JSON
+{
+  "data-root": "$ROOT/data",
+  "exec-root": "$ROOT/exec",
+  "hosts": ["$HOST"],
+  "pidfile": "$PIDFILE",
+  "bridge": "none",
+  "iptables": false,
+  "ip-forward": false,
+  "ip-masq": false,
+  "runtimes": {
+    "runsc": {
+      "path": "$(command -v runsc)",
+      "runtimeArgs": ["--network=none", "--platform=systrap", "--overlay2=none"]
+    }
+  }
+}
+JSON
+    echo "start-runsc-engine: starting a private dockerd on $SOCKET (log: $LOG)" >&2
+    nohup dockerd --config-file "$ROOT/daemon.json" >"$LOG" 2>&1 &
+    for _ in $(seq 120); do
+        if DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
+            break
+        fi
+        sleep 0.25
+    done
+    if ! DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
+        echo "start-runsc-engine: dockerd did not answer within 30 s; see $LOG" >&2
+        tail -20 "$LOG" >&2
+        exit 1
+    fi
+fi
+
+for image in $IMAGES; do
+    wanted="$(docker image inspect --format '{{.Id}}' "$image")"
+    have="$(DOCKER_HOST="$HOST" docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
+    if [ "$wanted" != "$have" ]; then
+        docker save "$image" | DOCKER_HOST="$HOST" docker load -q >/dev/null
+    fi
+done

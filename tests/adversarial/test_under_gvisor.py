@@ -1,0 +1,119 @@
+"""The container-environment and adversarial tests again, CI-sized, with a server whose
+sandboxes run under gVisor (`runtime = "runsc"`, on the private engine of
+scripts/start-runsc-engine.sh): the same test functions, given an episode of a runsc
+server. CI-sized: the slowest (a gigabyte of output, a thousand children) stay with
+runc, as fork and exec cost several times more under gVisor. Where gVisor differs (tests/runtimes.py `GVISOR_DIFFERENCES`), the test here
+asserts gVisor's behaviour instead: a memory bomb ends the sandbox, reported as OOM."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import docker
+import pytest
+
+from tests.adversarial import test_processes
+from tests.containers import test_container_tools as tools
+from tests.containers.conftest import Episode, open_episode, start_container_server
+from tests.runtimes import RUNSC_ENGINE, runtime_available
+from tests.servers import LiveServer
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.docker
+
+ENVS = ["tests/adversarial/envs.py:Hostile", "tests/envs/container_envs.py:Sandboxed"]
+RUNSC_BACKEND = json.dumps({"type": "docker", "engine": RUNSC_ENGINE, "runtime": "runsc"})
+
+
+@pytest.fixture(scope="module")
+def runsc_engine() -> Iterator[docker.DockerClient]:
+    runtime_available("runsc")
+    client = docker.DockerClient(base_url=RUNSC_ENGINE, timeout=60)
+    yield client
+    client.close()
+
+
+def ours(client: docker.DockerClient, server: LiveServer) -> list[dict[str, Any]]:
+    label = f"orsbox.server={server.server_id}"
+    return client.api.containers(all=True, filters={"label": label})
+
+
+def start_runsc_server(tmp_path: Any) -> LiveServer:
+    return start_container_server(tmp_path, ENVS, setup_wait_s=60, backend=RUNSC_BACKEND)
+
+
+@pytest.fixture(scope="module")
+def runsc_server(
+    tmp_path_factory: pytest.TempPathFactory, base_image: str, runsc_engine: docker.DockerClient
+) -> Iterator[LiveServer]:
+    server = start_runsc_server(tmp_path_factory.mktemp("runsc"))
+    yield server
+    server.stop()
+    assert not ours(runsc_engine, server), "shutdown left containers"
+
+
+@pytest.fixture
+def hostile(runsc_server: LiveServer) -> Iterator[Episode]:
+    ep = open_episode(runsc_server, "hostile")
+    yield ep
+    ep.delete()
+
+
+SAME_TESTS: list[Callable[[Episode], None]] = [
+    tools.test_shell_state_persists,
+    tools.test_timeout_kills_the_whole_tree_and_the_shell_survives,
+    tools.test_file_tools_round_trip,
+    tools.test_binary_and_invalid_utf8_output,
+    test_processes.test_orphans_never_hold_a_call_and_die_with_their_shell,
+    tools.test_output_floods_are_capped_and_server_memory_stays_bounded,
+    tools.test_per_call_output_cap,
+]
+
+
+@pytest.mark.parametrize("test", SAME_TESTS, ids=lambda test: test.__name__)
+def test_holds_under_gvisor(test: Callable[[Episode], None], hostile: Episode) -> None:
+    test(hostile)
+
+
+def test_the_sandbox_runs_under_gvisor(hostile: Episode) -> None:
+    text, _ = hostile.bash("dmesg | head -1; uname -r")
+    assert "gVisor" in text, text
+
+
+def test_a_memory_bomb_ends_the_sandbox_reported_as_oom(hostile: Episode) -> None:
+    stream = hostile.call("python", code="x = bytearray(2 * 1024**3)")
+    assert "ran out of memory" in str(stream.events), stream.events
+
+
+def test_a_fork_bomb_is_contained_or_ends_the_sandbox_as_oom(hostile: Episode) -> None:
+    """GVISOR_DIFFERENCES["fork-bomb-memory"]: RLIMIT_NPROC stops the bomb at the pids
+    limit, but each guest process also costs gVisor host memory, so with a small
+    memory limit (256 MiB here) the sandbox may run out of memory first. Either way the
+    host and the server are untouched and the outcome is reported."""
+    stream = hostile.call("bash", command=":(){ :|:& };:; sleep 5", timeout=4)
+    if "ran out of memory" in str(stream.events):
+        return
+    meta = stream.result()["output"]["metadata"]
+    assert meta["timed_out"] is True
+    assert hostile.bash("unset -f :; echo ok")[0].endswith("ok\n")
+
+
+def test_disk_limits_hold(hostile: Episode) -> None:
+    text, _ = hostile.bash("head -c 100M /dev/zero > /workspace/fill; stat -c %s /workspace/fill")
+    assert "No space left on device" in text
+    assert int(text.split()[-1]) <= 32 * 1024**2
+    assert hostile.bash("touch /usr/x 2>&1")[0].strip() != ""  # the rest is read-only
+
+
+def test_sigkill_of_the_server_leaves_nothing(
+    tmp_path: Any, base_image: str, runsc_engine: docker.DockerClient
+) -> None:
+    server = start_runsc_server(tmp_path)
+    for _ in range(2):
+        open_episode(server, "hostile").bash("sleep 100 &")
+    assert len(ours(runsc_engine, server)) == 2
+    server.stop(signal.SIGKILL)
+    wait_until(lambda: not ours(runsc_engine, server), 30, 0.2, "the dead-man's switch")

@@ -1,0 +1,110 @@
+"""Backend configuration (`orsbox.sandbox.config`): the union held by Settings, where it
+comes from (environment, file, CLI flags), engine addresses checked at startup, and the
+operator's say over runtimes environments ask for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orsbox.cli.backend_options import with_backend
+from orsbox.errors import SandboxError
+from orsbox.sandbox import DockerConfig, FakeConfig, SandboxLimits, create_backend
+from orsbox.sandbox.config import engine_address, load_config_file
+from orsbox.sandbox.fake import FakeBackend
+from orsbox.settings import Settings
+from tests.test_access import refusal
+
+
+def test_settings_take_the_backend_as_json_with_or_without_its_type(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ORSBOX_BACKEND", '{"runtime": "runsc", "allow_runtimes": ["kata"]}')
+    assert Settings().backend == DockerConfig(runtime="runsc", allow_runtimes=["kata"])
+    monkeypatch.setenv("ORSBOX_BACKEND", '{"type": "fake"}')
+    assert Settings().backend == FakeConfig()
+    monkeypatch.setenv("ORSBOX_BACKEND", '{"type": "docker", "runtme": "runsc"}')
+    with pytest.raises(ValueError, match="runtme"):
+        Settings()
+
+
+def test_a_backend_file_toml_or_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toml = tmp_path / "orsbox.toml"
+    toml.write_text('[backend]\ntype = "docker"\nruntime = "runsc"\n')
+    assert load_config_file(toml) == DockerConfig(runtime="runsc")
+    json_file = tmp_path / "backend.json"
+    json_file.write_text('{"type": "fake"}')
+    monkeypatch.setenv("ORSBOX_BACKEND_FILE", str(json_file))
+    assert Settings().backend == FakeConfig()
+
+
+def test_cli_flags_lay_over_the_config() -> None:
+    settings = Settings(backend=DockerConfig(allow_runtimes=["runsc"]))
+    flagged = with_backend(settings, "runsc", "unix:///other.sock")
+    assert flagged.backend == DockerConfig(
+        runtime="runsc", engine="unix:///other.sock", allow_runtimes=["runsc"]
+    )
+    assert with_backend(settings, None, None) is settings
+
+
+@pytest.mark.parametrize(
+    ("address", "refused"),
+    [
+        ("unix:///var/run/docker.sock", None),
+        ("tcp://127.0.0.1:2375", None),
+        ("tcp://localhost:2375", None),
+        ("tcp://10.0.0.5:2375", "loopback"),
+        ("https://10.0.0.5:2376", "TLS"),
+        ("ssh://user@host", "ssh -NL"),
+        ("gopher://x", "unknown scheme"),
+    ],
+)
+def test_engine_addresses_work_or_are_refused_with_a_reason(
+    address: str, refused: str | None
+) -> None:
+    config = DockerConfig(engine=address)
+    if refused is None:
+        assert engine_address(config) == address
+        return
+    with pytest.raises(SandboxError, match=refused):
+        engine_address(config)
+    with pytest.raises(SandboxError, match=refused):  # at startup, not at the first session
+        create_backend(config)
+
+
+def test_tls_from_the_environment_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+    with pytest.raises(SandboxError, match="TLS"):
+        engine_address(DockerConfig(engine="tcp://127.0.0.1:2376"))
+
+
+def test_create_backend_chooses_by_type() -> None:
+    assert isinstance(create_backend(FakeConfig()), FakeBackend)
+
+
+def test_runtimes_environments_ask_for_need_the_operator() -> None:
+    asks = SandboxLimits(runtime="runsc")
+    assert "the runsc runtime" in (refusal(asks) or "")
+    assert "allow_runtimes" in (refusal(asks) or "")
+    assert refusal(asks, Settings(backend=DockerConfig(runtime="runsc"))) is None
+    assert refusal(asks, Settings(backend=DockerConfig(allow_runtimes=["runsc"]))) is None
+
+
+def test_under_gvisor_the_pids_limit_moves_into_the_guest() -> None:
+    from orsbox.sandbox import SandboxSpec
+    from orsbox.sandbox.docker.options import container_options
+
+    spec = SandboxSpec(image="img", limits=SandboxLimits(pids=64))
+    runc = container_options(spec, "n", {}, {})
+    assert runc["pids_limit"] == 64 and "runtime" not in runc and "ulimits" not in runc
+    runsc = container_options(spec, "n", {}, {}, runtime="runsc")
+    assert runsc["runtime"] == "runsc" and runsc["pids_limit"] == 16 * 64 + 512
+    [nproc] = runsc["ulimits"]
+    assert (nproc["Name"], nproc["Soft"], nproc["Hard"]) == ("nproc", 64, 64)
+
+
+def test_an_image_map_rule_must_be_from_to() -> None:
+    assert DockerConfig(image_map=["ubuntu:24.04=orsbox/base:latest"]).image_map
+    with pytest.raises(ValueError, match="not FROM=TO"):
+        DockerConfig(image_map=["ubuntu"])
