@@ -14,8 +14,10 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 # The cluster tests' router (tests/cluster, docs/cluster.md): HAProxy from Debian
-if ! command -v haproxy >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+# and iproute2 (`ip`: each cell's private engine gets a bridge of its own)
+if ! command -v haproxy >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy iproute2 >/dev/null
 fi
 bash scripts/build-images.sh
 ruff check .

@@ -3,6 +3,7 @@ HAProxy, each cell on its own private Docker engine (`orsbox.cluster.local`)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -35,6 +36,13 @@ def up(
     from orsbox.cluster.local import STATE_FILE, LocalCluster
     from orsbox.targets import resolve_targets
 
+    missing = [tool for tool in ("haproxy", "dockerd", "ip") if shutil.which(tool) is None]
+    if missing:
+        raise typer.BadParameter(
+            f"{', '.join(missing)} not found: a local cluster needs HAProxy, Docker's "
+            "dockerd and iproute2 (apt-get install haproxy docker.io iproute2), run as root",
+            param_hint="N",
+        )
     if (state / STATE_FILE).exists():
         raise typer.BadParameter(
             f"a cluster is already up in {state}; `orsbox cluster down --state {state}` first",

@@ -27,6 +27,8 @@ class Tracked:
 
     def alive(self) -> bool:
         """Still our process, and not a zombie waiting for us to collect it."""
+        if self.pid <= 0:  # never started (waitpid(0) would collect any child of ours)
+            return False
         _reap(self.pid)
         if process_start_time(self.pid) != self.started:
             return False

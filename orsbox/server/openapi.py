@@ -30,6 +30,7 @@ MEANINGS = {
     403: "outside the operator's sandbox policy (the message names the setting)",
     404: "unknown environment or session (also once reaped)",
     410: "the session was deleted",
+    421: "the session belongs to another cell of a cluster (the message names it)",
     413: "request body too large",
     416: "an offset past the end of the file",
     500: "the session's setup failed (its message), or a server fault",
@@ -95,6 +96,7 @@ def _fix_operation(operation: dict[str, Any], env_names: list[str], needs_token:
         if parameter["in"] == "header" and parameter["name"] == "x-session-id":
             parameter["required"] = True
             parameter["schema"] = {"type": "string", "pattern": r"\S", "title": "X-Session-Id"}
+            responses["421"] = _error_response(421)  # an id of another cell (cells.py)
         elif parameter["in"] == "path" and parameter["name"] == "env_name":
             parameter["schema"] = {"type": "string", "enum": list(env_names)}
 

@@ -52,4 +52,3 @@ def test_cluster_up_prints_the_url_and_down_removes_everything() -> None:
     assert down.returncode == 0, down.stderr
     assert not any(p.alive() for p in processes)
     assert not state.exists()
-    assert "no cluster" in orsbox("cluster", "down", "--state", str(state)).stdout

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -35,7 +36,7 @@ from tests.waiting import poll_until
 pytestmark = pytest.mark.cluster
 
 TARGETS = ["tests/envs/protocol_envs.py:Protocol", "tests/envs/container_envs.py:OnlyBash"]
-CELL3_MAX = 6
+CELL3_MAX = 25  # above its share of the 60 concurrent episodes; the full-cell test fills it
 EPISODES = 60
 TOKEN = "cluster-token-0123456789abcdef"
 AUTH = {"X-API-Key": TOKEN}
@@ -235,16 +236,18 @@ def test_a_session_id_is_misdirected_only_when_sent_straight_to_another_cell(
 
 
 def test_a_full_cell_moves_placement_to_the_others(cluster: LocalCluster) -> None:
-    before = health(cluster.url, "cell-3")["sessions"]
-    held = []
-    while health(cluster.url, "cell-3")["sessions"] < CELL3_MAX:
-        held.append(new_session(cluster.url, "protocol"))
-    assert health(cluster.url, "cell-3")["sessions"] == CELL3_MAX
-    more = [new_session(cluster.url, "protocol") for _ in range(9)]
-    assert {cell_of(sid) for sid in more} <= {"cell-1", "cell-2"}, more
-    for sid in held + more:
-        delete(cluster.url, sid)
-    assert health(cluster.url, "cell-3")["sessions"] == before
+    full = cluster.cells[2]
+    before = health(cluster.url, full.cell)["sessions"]
+    with ThreadPoolExecutor(8) as pool:  # fill it straight, then place through the router
+        held = list(
+            pool.map(lambda _: new_session(full.url, "protocol"), range(CELL3_MAX - before))
+        )
+        refused = httpx.post(f"{full.url}/create_session", headers=AUTH)
+        assert refused.status_code == 503 and refused.headers["retry-after"]
+        more = list(pool.map(lambda _: new_session(cluster.url, "protocol"), range(9)))
+        assert {cell_of(sid) for sid in more} <= {"cell-1", "cell-2"}, more
+        list(pool.map(lambda sid: delete(cluster.url, sid), held + more))
+    assert health(cluster.url, full.cell)["sessions"] == before
 
 
 # -- a cell dies ---------------------------------------------------------------------------
