@@ -4,11 +4,13 @@
 #
 # Installs runsc from bookworm-backports when missing (Debian 12's own 2022 build answers
 # EINVAL to coreutils' statx: `ls` and `stat` fail inside), starts dockerd with its own data-root, exec-root,
-# socket and pid file (no bridge, no iptables: runsc sandboxes get no network anyway),
+# socket and pid file and a bridge of its own ($ORSBOX_RUNSC_BRIDGE; not `bridge: none`,
+# with which dockerd deletes the host's docker0 and breaks the main engine's networks;
+# no iptables: runsc sandboxes get no network anyway),
 # then loads the images the runsc tests need from the main engine (docker save | load),
 # skipping any it already holds. Idempotent. Prints nothing on success; the socket is
 # $ORSBOX_RUNSC_SOCKET (default /var/run/orsbox-runsc.sock). Stop it with
-# `kill $(cat $ORSBOX_RUNSC_PIDFILE)`.
+# `kill $(cat $ORSBOX_RUNSC_PIDFILE)`, then `ip link del $ORSBOX_RUNSC_BRIDGE`.
 #
 # runtimeArgs (see docs/gvisor.md): --network=none (gVisor issue 10704: every start fails
 # with network enabled on newer kernels), --platform=ptrace (kvm hangs on these VMs),
@@ -19,6 +21,7 @@ SOCKET="${ORSBOX_RUNSC_SOCKET:-/var/run/orsbox-runsc.sock}"
 PIDFILE="${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}"
 ROOT="${ORSBOX_RUNSC_ROOT:-/var/lib/orsbox-runsc}"
 IMAGES="${ORSBOX_RUNSC_IMAGES:-orsbox/base:latest}"
+BRIDGE="${ORSBOX_RUNSC_BRIDGE:-orsbox-gvisor}"
 LOG="$ROOT/dockerd.log"
 HOST="unix://$SOCKET"
 
@@ -32,13 +35,18 @@ fi
 
 if ! DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
     mkdir -p "$ROOT/data" "$ROOT/exec"
+    if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+        ip link add "$BRIDGE" type bridge
+        ip addr add 198.18.254.1/24 dev "$BRIDGE"
+        ip link set "$BRIDGE" up
+    fi
     cat >"$ROOT/daemon.json" <<JSON
 {
   "data-root": "$ROOT/data",
   "exec-root": "$ROOT/exec",
   "hosts": ["$HOST"],
   "pidfile": "$PIDFILE",
-  "bridge": "none",
+  "bridge": "$BRIDGE",
   "iptables": false,
   "ip-forward": false,
   "ip-masq": false,

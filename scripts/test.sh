@@ -28,6 +28,14 @@ export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
 # adversarial tests (tests/runtimes.py); they fail rather than skip when it is missing.
 # It is stopped when the tests end; the main engine is never touched.
 bash scripts/start-runsc-engine.sh
-trap 'kill "$(cat "${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}")" 2>/dev/null || true' EXIT
+stop_runsc_engine() {
+    local pid
+    pid="$(cat "${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}" 2>/dev/null || true)"
+    if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+    fi
+    ip link del "${ORSBOX_RUNSC_BRIDGE:-orsbox-gvisor}" 2>/dev/null || true
+}
+trap stop_runsc_engine EXIT
 export ORSBOX_REQUIRE_RUNSC="${ORSBOX_REQUIRE_RUNSC:-1}"
 python3 -m pytest "$@"
