@@ -108,3 +108,14 @@ def test_an_image_map_rule_must_be_from_to() -> None:
     assert DockerConfig(image_map=["ubuntu:24.04=orsbox/base:latest"]).image_map
     with pytest.raises(ValueError, match="not FROM=TO"):
         DockerConfig(image_map=["ubuntu"])
+
+
+def test_default_limits_fill_only_what_the_environment_left_unset() -> None:
+    config = Settings(backend={"default_limits": {"memory_bytes": 2 * 1024**3, "cpus": 2}}).backend
+    assert isinstance(config, DockerConfig)
+    unset = config.default_limits.apply(SandboxLimits())
+    assert (unset.memory_bytes, unset.cpus, unset.pids) == (2 * 1024**3, 2.0, 512)
+    chosen = config.default_limits.apply(SandboxLimits(cpus=0.5, memory_bytes=256 * 1024**2))
+    assert (chosen.memory_bytes, chosen.cpus) == (256 * 1024**2, 0.5)
+    with pytest.raises(ValueError, match="greater than 0"):
+        DockerConfig(default_limits={"cpus": 0})

@@ -23,7 +23,7 @@ from orsbox.errors import SandboxError
 from orsbox.sandbox.image_map import ImageMap
 
 if TYPE_CHECKING:
-    from orsbox.sandbox.base import SandboxBackend
+    from orsbox.sandbox.base import SandboxBackend, SandboxLimits
 
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 GVISOR_RUNTIMES = ("runsc",)  # runtime names that mean gVisor (see docs/gvisor.md)
@@ -31,6 +31,23 @@ GVISOR_RUNTIMES = ("runsc",)  # runtime names that mean gVisor (see docs/gvisor.
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DefaultLimits(_Config):
+    """The operator's limits for sandboxes whose environment does not set its own: each
+    field given here replaces `SandboxLimits`' default, never a value the environment
+    chose (the policy, not these, bounds what environments may ask for)."""
+
+    memory_bytes: int | None = Field(default=None, gt=0, description="hard memory limit")
+    cpus: float | None = Field(default=None, gt=0)
+    pids: int | None = Field(default=None, gt=8, description="max processes/threads")
+    disk_bytes: int | None = Field(default=None, gt=0, description="writable folders' bound")
+
+    def apply(self, limits: SandboxLimits) -> SandboxLimits:
+        """`limits` with these defaults where the environment left a field unset."""
+        given = self.model_dump(exclude_none=True)
+        unset = {k: v for k, v in given.items() if k not in limits.model_fields_set}
+        return limits.model_copy(update=unset) if unset else limits
 
 
 class DockerConfig(_Config):
@@ -56,6 +73,11 @@ class DockerConfig(_Config):
         default_factory=list,
         description="image rewrite rules FROM=TO applied to every sandbox's image "
         "(see orsbox.sandbox.image_map), e.g. ubuntu:24.04=orsbox/debian:bookworm",
+    )
+    default_limits: DefaultLimits = Field(
+        default_factory=DefaultLimits,
+        description="limits for sandboxes whose environment sets none of its own, e.g. "
+        '{"memory_bytes": 2147483648, "cpus": 2}',
     )
 
     @field_validator("image_map")

@@ -16,7 +16,7 @@ import docker
 import pytest
 
 from orsbox.errors import ImageNotFound, SandboxGone, SandboxStartError
-from orsbox.sandbox import SandboxSpec
+from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 from orsbox.sandbox.docker import labels as L
 from tests.waiting import wait_until_async
@@ -302,5 +302,24 @@ async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image:
         assert (await sandbox.shell("echo mapped")).output == "mapped\n"
         [info] = await backend.list()
         assert info.image == base_image
+    finally:
+        await backend.close()
+
+
+async def test_the_configured_default_limits_reach_the_container(
+    base_image: str, docker_client: docker.DockerClient
+) -> None:
+    from orsbox.sandbox import DockerConfig
+
+    config = DockerConfig(default_limits={"memory_bytes": 300 * 1024**2, "cpus": 0.5})
+    backend = DockerBackend(config=config)
+    try:
+        own = SandboxSpec(image=base_image, session_id="own", limits=SandboxLimits(cpus=0.25))
+        defaulted = await backend.start(SandboxSpec(image=base_image, session_id="defaulted"))
+        chosen = await backend.start(own)
+        host = docker_client.api.inspect_container(defaulted.id)["HostConfig"]
+        assert (host["Memory"], host["NanoCpus"]) == (300 * 1024**2, 500_000_000)
+        host = docker_client.api.inspect_container(chosen.id)["HostConfig"]
+        assert (host["Memory"], host["NanoCpus"]) == (300 * 1024**2, 250_000_000)
     finally:
         await backend.close()

@@ -107,8 +107,7 @@ class DockerBackend(SandboxBackend):
             raise SandboxStartError(f"could not start a sandbox from {spec.image}: {e}") from None
 
     async def _start(self, spec: SandboxSpec) -> DockerSandbox:
-        if self.image_map:
-            spec = spec.model_copy(update={"image": self.image_map.rewrite(spec.image)})
+        spec = self._configured(spec)
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
         try:
@@ -157,6 +156,15 @@ class DockerBackend(SandboxBackend):
         task = asyncio.ensure_future(self._remove_quietly(create.result()))
         self._orphans.add(task)
         task.add_done_callback(self._orphans.discard)
+
+    def _configured(self, spec: SandboxSpec) -> SandboxSpec:
+        """`spec` as this engine runs it: its image through the image map, and the
+        operator's default limits where the environment set none."""
+        limits = self.config.default_limits.apply(spec.limits)
+        image = self.image_map.rewrite(spec.image) if self.image_map else spec.image
+        if limits is spec.limits and image == spec.image:
+            return spec
+        return spec.model_copy(update={"image": image, "limits": limits})
 
     def runtime_for(self, spec: SandboxSpec) -> str | None:
         """The OCI runtime `spec` runs under: its own when it asks for one, else the
