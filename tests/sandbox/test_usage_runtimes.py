@@ -1,8 +1,8 @@
 """A sandbox's usage through the backend, under runc and (where an engine with it
 runs) gVisor's runsc: one CPU second and 200 MB show within 20% under runc. Under
 runsc the cgroup also holds gVisor's own kernel, so the figures are what the host paid:
-the memory past the idle sandbox within 20% still, the CPU somewhat more (each guest
-page fault costs host time)."""
+the memory past the idle sandbox within 20% still, the CPU up to three times the guest's
+(each guest page fault and system call costs host time)."""
 
 from __future__ import annotations
 
@@ -72,8 +72,10 @@ async def test_usage_of_one_cpu_second_and_200_mb(
     burned = used.cpu_s - idle.cpu_s
     if backend._run_options.get("runtime") == "runsc":
         # gVisor's own kernel lives in the sandbox's cgroup (~23 MB, and host CPU for
-        # each guest page fault): compared past the idle sandbox, CPU a little more
-        assert 0.8 <= burned <= 2.0, (idle, used)
+        # each guest page fault and system call): past the idle sandbox, the host paid
+        # at least the guest's second and, for 200 MB of fresh pages under systrap, up
+        # to about twice it again (2.06 s seen in CI at load 8)
+        assert 0.8 <= burned <= 3.0, (idle, used)
         assert abs(used.peak_memory_bytes - idle.peak_memory_bytes - 200e6) <= 0.2 * 200e6
     else:
         assert abs(burned - 1.0) <= 0.2, (idle, used)
