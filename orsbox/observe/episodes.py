@@ -6,7 +6,7 @@ reward and what its sandbox used. Secrets are redacted before a record is queued
 (while the session's secrets are still known; see `orsbox.server.secrets`).
 
 Writing never holds up a tool call: the server only puts a record on a queue, and one
-writer thread commits what has queued in one transaction, within about ten
+writer thread commits what has queued in one transaction, within about fifty
 milliseconds of the call (`LINGER_S`). The database is in WAL mode, so readers (the status page, `orsbox episodes`) never
 wait for the writer, and a server killed outright (SIGKILL) leaves every committed
 call readable. A full disk, a locked or unwritable database costs the records of that
@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS calls (
 
 MAX_PENDING = 100_000  # records queued past this are dropped (with a warning)
 BATCH = 2000  # records per transaction at most
-LINGER_S = 0.01  # how long a transaction waits for more records after the first
+LINGER_S = 0.05  # how long a transaction waits for more records after the first
 WARN_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
 CAP_MARKER = "\n[... {cut} characters not recorded ...]\n"
@@ -245,13 +245,17 @@ class EpisodeRecorder:
         conn.close()
 
     def _next_batch(self) -> list[Any]:
-        """The next record and what follows within `LINGER_S`: a busy server's calls
-        share a transaction instead of paying one each."""
+        """The next record and what queues within `LINGER_S` after it: a busy server's
+        calls share a transaction instead of paying one each. The writer sleeps through
+        the linger rather than waiting on the queue, so it wakes twice a batch, not once
+        a record: each wake-up asks the event loop's thread for the GIL, and at 64 busy
+        sessions per-record wake-ups cost the calls ~3 ms at p50 (BENCHMARKS.md)."""
         batch = [self._queue.get()]
-        deadline = time.monotonic() + LINGER_S
+        if batch[-1] is not _STOP:
+            time.sleep(LINGER_S)
         while len(batch) < BATCH and batch[-1] is not _STOP:
             try:
-                batch.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
         return batch
