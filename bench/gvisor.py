@@ -29,8 +29,9 @@ from typing import Any
 
 import docker
 
-from bench import servers
+from bench.create import create_to_first_call
 from bench.harness import BENCH_LABEL, Bench, open_session
+from bench.roundtrip import docker_execs, timed
 from bench.stats import Row, ms, summary
 from orsbox.sandbox import DockerConfig, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
@@ -51,16 +52,6 @@ def baseline_container(client: docker.DockerClient, image: str, runtime: str, ru
         image, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
         runtime=runtime, labels={BENCH_LABEL: run_id},
     )  # fmt: skip
-
-
-def docker_execs(container: Any, n: int) -> list[float]:
-    samples = []
-    for _ in range(n):
-        started = time.perf_counter()
-        result = container.exec_run(["bash", "-c", "echo hi"])
-        samples.append((time.perf_counter() - started) * 1000)
-        assert result.output == b"hi\n", result
-    return samples
 
 
 def open_pipe(client: docker.DockerClient, container: Any) -> socket.socket:
@@ -98,22 +89,6 @@ def idle_memory(container_ids: list[str]) -> float:
         )
         total += int(stat["total_rss"]) + int(stat["total_mapped_file"])
     return total / max(len(container_ids), 1)
-
-
-async def create_to_first_call(server: servers.BenchServer) -> float:
-    started = time.perf_counter()
-    session = await open_session(server.url, "shell")
-    assert await session.bash("echo hi") == "hi\n"
-    elapsed = (time.perf_counter() - started) * 1000
-    await session.delete()
-    return elapsed
-
-
-async def timed(samples: list[float], coro_fn: Any, n: int) -> None:
-    for _ in range(n):
-        started = time.perf_counter()
-        await coro_fn()
-        samples.append((time.perf_counter() - started) * 1000)
 
 
 async def run(bench: Bench) -> list[Row]:
