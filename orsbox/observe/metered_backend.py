@@ -11,23 +11,13 @@ import time
 from typing import Any
 
 from orsbox.observe.metrics import Metrics
-from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.sandbox.base import BackendWrapper, Sandbox, SandboxBackend, SandboxSpec
 
 
-class MeteredBackend(SandboxBackend):
+class MeteredBackend(BackendWrapper):
     def __init__(self, backend: SandboxBackend, metrics: Metrics) -> None:
-        self.backend = backend
+        super().__init__(backend)
         self.metrics = metrics
-
-    @property
-    def kind(self) -> Any:  # type: ignore[override]
-        return self.backend.kind
-
-    @property
-    def snapshots(self) -> Any:  # type: ignore[override]
-        """The wrapped backend's (forks and the prepared cache commit through it);
-        `__getattr__` would not see it, the base class names it."""
-        return getattr(self.backend, "snapshots", None)
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         started = time.monotonic()
@@ -39,18 +29,6 @@ class MeteredBackend(SandboxBackend):
         self.metrics.sandbox_starts.labels("ok").inc()
         self.metrics.sandbox_start_seconds.observe(time.monotonic() - started)
         return sandbox
-
-    async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
-        return await self.backend.list(all_servers=all_servers)
-
-    async def sweep(self) -> int:
-        return await self.backend.sweep()
-
-    async def close(self) -> None:
-        await self.backend.close()
-
-    async def health(self) -> str | None:
-        return await self.backend.health()
 
     def __getattr__(self, name: str) -> Any:  # server_id, engine ... of the wrapped one
         return getattr(self.backend, name)

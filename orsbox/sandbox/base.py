@@ -258,3 +258,41 @@ class SandboxBackend(abc.ABC):
     async def health(self) -> str | None:
         """None when the backend can start sandboxes; else a one-line reason."""
         return None
+
+
+class BackendWrapper(SandboxBackend):
+    """A backend in front of another (the warm pool, the metered backend): every part of
+    the contract passes through to `backend` unless the wrapper overrides it, so a
+    method added to the contract reaches the real backend through any stack of them."""
+
+    def __init__(self, backend: SandboxBackend) -> None:
+        self.backend = backend
+
+    @property
+    def kind(self) -> Literal["docker", "fake"]:  # type: ignore[override]
+        return self.backend.kind
+
+    @property
+    def snapshots(self) -> SnapshotStore | None:  # type: ignore[override]
+        return getattr(self.backend, "snapshots", None)  # a test double may lack it
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        return await self.backend.start(spec)
+
+    async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
+        return await self.backend.list(all_servers=all_servers)
+
+    async def sweep(self) -> int:
+        return await self.backend.sweep()
+
+    async def usage_of(self, sandbox_id: str) -> ResourceUsage | None:
+        return await self.backend.usage_of(sandbox_id)
+
+    async def remove(self, sandbox_id: str) -> None:
+        await self.backend.remove(sandbox_id)
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    async def health(self) -> str | None:
+        return await self.backend.health()

@@ -35,10 +35,9 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Literal
 
 from orsbox.errors import ImageNotFound
-from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.sandbox.base import BackendWrapper, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
 
 log = logging.getLogger("orsbox.sandbox.pool")
 
@@ -71,7 +70,7 @@ class Shelf:
         return dead
 
 
-class WarmPool(SandboxBackend):
+class WarmPool(BackendWrapper):
     """Keeps `size` idle sandboxes per spec in demand; see the module docstring."""
 
     def __init__(
@@ -84,12 +83,10 @@ class WarmPool(SandboxBackend):
         memory_budget: int | None = None,
     ) -> None:
         """`memory_budget`: idle sandboxes' memory limits together stay within it."""
-        self.backend = backend
+        super().__init__(backend)
         self.size = size
         self.memory_budget = memory_budget
         self.idle_ttl_s = idle_ttl_s
-        self.kind: Literal["docker", "fake"] = backend.kind
-        self.snapshots = getattr(backend, "snapshots", None)
         self._shelves: dict[str, Shelf] = {}
         self._refill_slots = asyncio.Semaphore(refill_concurrency)
         self._handed_out: dict[str, tuple[str, Sandbox]] = {}  # id -> (session, sandbox)
@@ -261,12 +258,6 @@ class WarmPool(SandboxBackend):
             if info.id in self._handed_out:
                 info.session_id = self._handed_out[info.id][0]
         return infos
-
-    async def sweep(self) -> int:
-        return await self.backend.sweep()
-
-    async def health(self) -> str | None:
-        return await self.backend.health()
 
     async def close(self) -> None:
         self._closed = True

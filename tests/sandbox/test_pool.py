@@ -272,3 +272,22 @@ async def test_a_fill_of_zero_removes_the_idle_and_what_was_starting() -> None:
     await wait_until_async(lambda: len(backend.live) == 1, 5)  # only the session's
     assert pool.idle_count() == 0
     await pool.close()
+
+
+async def test_a_stack_of_wrappers_passes_the_whole_contract_through() -> None:
+    """The warm pool in front of the metered backend in front of the real one (as the
+    server stacks them): removing a listed sandbox reaches the real backend, and so do
+    its kind and snapshot store."""
+    from orsbox.observe.metered_backend import MeteredBackend
+    from orsbox.observe.metrics import Metrics
+    from orsbox.sandbox.fake import FakeBackend
+
+    real = FakeBackend()
+    stack = WarmPool(MeteredBackend(real, Metrics()), 0)
+    sandbox = await stack.start(SandboxSpec(image="img", session_id="wrapped"))
+    assert [info.id for info in await stack.list()] == [sandbox.id]
+    assert stack.kind == "fake" and stack.snapshots is real.snapshots is None
+    await stack.remove(sandbox.id)
+    assert not sandbox.alive and await real.list() == []
+    assert await stack.usage_of(sandbox.id) is None
+    await stack.close()
