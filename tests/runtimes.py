@@ -31,10 +31,11 @@ GVISOR_DIFFERENCES = {
     "fork-bomb-memory": "RLIMIT_NPROC stops a fork bomb at the pids limit, but every guest "
     "process also costs gVisor host memory: with a small memory limit the sandbox may "
     "run out of memory first (reported as OOM)",
-    "sighup-on-setsid-kill": "when a timeout kills a process that made itself a session "
-    "leader (setsid), gVisor sends SIGHUP to the shell's process group (Linux does not, "
-    "without a terminal): the shell survives, it catches HUP, but its earlier background "
-    "jobs that do not ignore SIGHUP end",
+    "sighup-to-shell-group": "gVisor sends SIGHUP (and SIGCONT) to a process group that has "
+    "a stopped member whenever one of its processes exits (Linux only when the group "
+    "becomes orphaned): when a timeout sweep has the shell or a command's processes "
+    "stopped (killing a setsid'd process, a fork loop, a bomb) the shell survives, it "
+    "catches HUP, but its earlier background jobs that do not ignore SIGHUP end",
 }
 
 

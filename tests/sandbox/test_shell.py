@@ -119,7 +119,7 @@ async def test_timeout_kills_late_and_double_forks_under_load(
         assert leftover not in ps, ps
     after = await sandbox.shell("echo $KEPT")
     assert after.output.endswith("yes\n") and after.exit_code == 0
-    differs(backend, "sighup-on-setsid-kill")
+    differs(backend, "sighup-to-shell-group")
     assert "sleep 200" in ps
 
 

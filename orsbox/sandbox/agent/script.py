@@ -35,6 +35,7 @@ import contextlib
 import errno
 import io
 import json
+import math
 import os
 import selectors
 import signal
@@ -158,31 +159,98 @@ def process_state(pid):
 
 
 def kill_sweep(select_victims, killed=None):
-    """SIGKILL what `select_victims(table)` names, pass after pass until two passes in a
-    row find nothing new (a fork bomb keeps forking while it is being killed). Returns
-    how many were new; `killed` collects (pid, start tick) of each, so a caller that
-    sweeps again does not count a process that is still dying as a new one.
+    """Kill what `select_victims(table)` names, including what it starts while being
+    killed (a fork bomb). Returns how many were new; `killed` collects (pid, start
+    tick) of each, so a caller that sweeps again does not count a process that is still
+    dying as a new one.
 
-    SIGKILL, not SIGSTOP then SIGKILL: the kernel cancels a fork whose parent has a
-    SIGKILL pending, while a fork in flight when SIGSTOP arrives still completes, its
-    child possibly appearing after the pass that would have found it. So a child either
-    exists when its parent's SIGKILL returns, and the next pass sees it, or never will."""
+    Kill passes repeat until two come up empty; then the sweep waits for the killed to
+    die and looks once more, since a dead process has no fork in flight. Linux cancels a
+    fork whose parent has a SIGKILL pending, so there that look finds nothing; gVisor
+    does not. SIGKILL, not SIGSTOP, first: gVisor sends SIGHUP to a process group with
+    a stopped member whenever one of its processes exits (Linux only when the group
+    becomes orphaned), and the shell's earlier background jobs are in that group.
+
+    Processes still appearing after the first pass are a fork loop or a bomb: those are
+    stopped (`freeze`) before more are killed. A stopped process forks no more and, unlike
+    a dead one, still counts against the pids limit, so the rest of a bomb, retrying
+    its failed forks, finds no room to grow back. Killing alone made that room: under
+    gVisor, where a pass over /proc is slow next to a bomb, one outgrew the sweep one
+    time in three."""
     killed = set() if killed is None else killed
-    before, quiet = len(killed), 0
+    before, quiet, frozen = len(killed), 0, False
     deadline = time.time() + SWEEP_LIMIT_S
-    while quiet < 2 and time.time() < deadline:
-        table = process_table()
-        victims = set()
-        for pid in select_victims(table):
-            entry = table.get(pid)
-            if entry is not None and entry[3] != b"Z" and (pid, entry[2]) not in killed:
-                victims.add(pid)
-        quiet = 0 if victims else quiet + 1
-        for pid in victims:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            killed.add((pid, table[pid][2]))
+    dying = kill_pass(select_victims, killed)
+    while True:  # at least one more pass, even past the deadline: the frozen must die
+        fresh = kill_pass(select_victims, killed)
+        if fresh and not frozen:
+            frozen = True
+            fresh |= kill_frozen(select_victims, killed, deadline)
+        dying |= fresh
+        quiet = 0 if fresh else quiet + 1
+        if time.time() >= deadline:
+            break
+        if quiet < 2:
+            continue
+        if not dying:
+            break
+        wait_dead(dying, deadline)
+        dying, quiet = set(), 1  # the pass after the deaths must come up empty too
     return len(killed) - before
+
+
+def kill_frozen(select_victims, killed, deadline):
+    """Stop the victims (`freeze`), then kill the stopped; returns those killed."""
+    stopped = freeze(select_victims, killed, deadline)
+    return kill_pass(lambda table: same_processes(stopped, table), killed)
+
+
+def freeze(select_victims, killed, deadline):
+    """SIGSTOP the victims, pass after pass, until every one shows as stopped (or dead,
+    or refused the signal); returns the (pid, start tick) of each it stopped. A process
+    shows as stopped only on its way back to user space, so a fork it was making has
+    finished by then and its child is in the next pass's table."""
+    refused, stopped = set(), set()
+    while time.time() < deadline:
+        table = process_table()
+        running = [
+            pid
+            for pid in select_victims(table)
+            if pid in table
+            and table[pid][3] not in (b"T", b"t", b"Z", b"X")
+            and (pid, table[pid][2]) not in killed
+            and pid not in refused
+        ]
+        if not running:
+            break
+        for pid in running:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add((pid, table[pid][2]))
+            except OSError:
+                refused.add(pid)  # gone, or another user's: the kill passes see to it
+    return stopped
+
+
+def same_processes(keys, table):
+    """The pids of `keys` ((pid, start tick)) that are still those processes."""
+    return [pid for pid, tick in keys if pid in table and table[pid][2] == tick]
+
+
+def kill_pass(select_victims, killed):
+    """One look at the process table: SIGKILL the victims not already in `killed`, add
+    them to it, and return them as (pid, start tick)."""
+    table = process_table()
+    fresh = set()
+    for pid in select_victims(table):
+        entry = table.get(pid)
+        if entry is not None and entry[3] != b"Z" and (pid, entry[2]) not in killed:
+            fresh.add((pid, entry[2]))
+    for pid, _ in fresh:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    killed |= fresh
+    return fresh
 
 
 def wait_stopped(pid):
@@ -197,13 +265,13 @@ def wait_stopped(pid):
         time.sleep(0.0002)
 
 
-def wait_dead(killed):
-    """Until every killed (pid, start tick) is gone or a zombie, for at most DEATH_WAIT_S:
-    a reply that says the processes were killed must not reach a caller who then still
-    sees them (under load a SIGKILLed process can take a while to get the CPU it needs
-    to die)."""
+def wait_dead(killed, deadline=None):
+    """Until every killed (pid, start tick) is gone or a zombie, for at most DEATH_WAIT_S
+    (or until `deadline`): a reply that says the processes were killed must not reach a
+    caller who then still sees them (under load a SIGKILLed process can take a while to
+    get the CPU it needs to die)."""
     pending = set(killed)
-    deadline = time.time() + DEATH_WAIT_S
+    deadline = min(deadline or math.inf, time.time() + DEATH_WAIT_S)
     while pending:
         for key in list(pending):
             state = process_state(key[0])
@@ -373,9 +441,9 @@ class Shell:
         # at top level (inside a function `declare` would be local); the sentinel is
         # printed after the source, so a `return` in the command cannot skip it.
         printer = f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}"
-        # gVisor sends SIGHUP to the shell's process group when the timeout sweep kills
-        # a process that made itself a session leader (`setsid`); Linux does not (no
-        # terminal). A no-op handler keeps the shell, and its state, alive; what it
+        # gVisor sends SIGHUP to the shell's process group when one of its processes
+        # exits while another is stopped, as in a timeout sweep (docs/gvisor.md);
+        # Linux does not (the group was orphaned from the start). A no-op handler keeps the shell, and its state, alive; what it
         # starts still gets the default action (a caught signal resets on exec).
         printer += "; trap : HUP"
         if self.script is not None:
