@@ -54,6 +54,7 @@ STOP_WAIT_S = 0.5  # how long a sweep waits for the shell to show as stopped
 DEATH_WAIT_S = 1.0  # how long a timed-out call's reply waits for its killed processes to die
 STATUS_MAX = 3  # digits in the sentinel's exit status ($? is 0-255)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+STOPPED_OR_DEAD = (b"T", b"t", b"Z", b"X")  # /proc/PID/stat states
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
 
@@ -214,21 +215,18 @@ def freeze(select_victims, killed, deadline):
     while time.time() < deadline:
         table = process_table()
         running = [
-            pid
-            for pid in select_victims(table)
-            if pid in table
-            and table[pid][3] not in (b"T", b"t", b"Z", b"X")
-            and (pid, table[pid][2]) not in killed
-            and pid not in refused
+            key
+            for key in live_victims(select_victims, table, killed)
+            if table[key[0]][3] not in STOPPED_OR_DEAD and key not in refused
         ]
         if not running:
             break
-        for pid in running:
+        for key in running:
             try:
-                os.kill(pid, signal.SIGSTOP)
-                stopped.add((pid, table[pid][2]))
+                os.kill(key[0], signal.SIGSTOP)
+                stopped.add(key)
             except OSError:
-                refused.add(pid)  # gone, or another user's: the kill passes see to it
+                refused.add(key)  # gone, or another user's: the kill passes see to it
     return stopped
 
 
@@ -237,15 +235,21 @@ def same_processes(keys, table):
     return [pid for pid, tick in keys if pid in table and table[pid][2] == tick]
 
 
-def kill_pass(select_victims, killed):
-    """One look at the process table: SIGKILL the victims not already in `killed`, add
-    them to it, and return them as (pid, start tick)."""
-    table = process_table()
-    fresh = set()
+def live_victims(select_victims, table, killed):
+    """The victims in `table`, as (pid, start tick), that are neither zombies nor in
+    `killed` already."""
+    out = set()
     for pid in select_victims(table):
         entry = table.get(pid)
         if entry is not None and entry[3] != b"Z" and (pid, entry[2]) not in killed:
-            fresh.add((pid, entry[2]))
+            out.add((pid, entry[2]))
+    return out
+
+
+def kill_pass(select_victims, killed):
+    """One look at the process table: SIGKILL the victims not already in `killed`, add
+    them to it, and return them as (pid, start tick)."""
+    fresh = live_victims(select_victims, process_table(), killed)
     for pid, _ in fresh:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
@@ -260,7 +264,7 @@ def wait_stopped(pid):
     deadline = time.time() + STOP_WAIT_S
     while True:
         state = process_state(pid)
-        if state is None or state[0] in (b"T", b"t", b"Z", b"X") or time.time() >= deadline:
+        if state is None or state[0] in STOPPED_OR_DEAD or time.time() >= deadline:
             return
         time.sleep(0.0002)
 
@@ -443,8 +447,9 @@ class Shell:
         printer = f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}"
         # gVisor sends SIGHUP to the shell's process group when one of its processes
         # exits while another is stopped, as in a timeout sweep (docs/gvisor.md);
-        # Linux does not (the group was orphaned from the start). A no-op handler keeps the shell, and its state, alive; what it
-        # starts still gets the default action (a caught signal resets on exec).
+        # Linux does not (the group was orphaned from the start). A no-op handler
+        # keeps the shell, and its state, alive; what it starts still gets the
+        # default action (a caught signal resets on exec).
         printer += "; trap : HUP"
         if self.script is not None:
             os.write(self.proc.stdin.fileno(), (printer + "\n").encode())
