@@ -13,6 +13,7 @@
     ├── SetupFailed                  the session's setup raised; carries its message
     ├── ManifestError                an environment definition is invalid (load time)
     ├── PolicyViolation              an environment asks for more than the operator allows
+    ├── GradingError                 the grader could not run (not a reward of 0); says why
     └── SandboxError                 the sandbox layer failed
         ├── ImageNotFound            the image is missing; says how to build it
         ├── ImageBuildError          building an image failed; carries the build's tail
@@ -86,6 +87,19 @@ class ManifestError(OrsboxError):
 
 class PolicyViolation(OrsboxError):
     pass
+
+
+class GradingError(OrsboxError):
+    """Grading could not run, so there is no reward: a verifier that timed out or wrote
+    no reward, an eval log without its test markers, a runner that never installed.
+    Distinct from a reward of 0.0 (the agent failed the task) so that evaluations leave
+    it out of their means and RL training gets no gradient from it. `cause` is a short
+    machine-readable name of the rule that fired (e.g. "no-reward-file"); the message
+    says the same for a person."""
+
+    def __init__(self, message: str, *, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class SandboxError(OrsboxError):
