@@ -1,0 +1,74 @@
+"""The deployment's own images (deploy/compose, deploy/kubernetes): the server,
+`orsbox/server:latest` (the top-level Dockerfile), built so that nothing inside the
+build needs the network, and the router, `orsbox/router:latest` (Debian's HAProxy).
+
+Machines like these have no registry and no HTTPS to PyPI inside containers, but pip on
+the host reaches its mirrors. So `orsbox build --server` makes the wheels on the host
+(`pip wheel` of this checkout, its dependencies and pip itself) into a copy of the build
+context, and the Dockerfile installs them with `--no-index` on a base that has only
+python3: `$BASE_IMAGE`, else the local Debian base (`orsbox/debian:bookworm`, made by
+scripts/make-local-base.sh). Wheels carry their ABI (cp311), so the base's Python must
+be the host's minor version; bookworm's is 3.11.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from orsbox.bundle import CHECKOUT, root_base
+from orsbox.errors import ImageBuildError
+from orsbox.sandbox.docker.images import LOCAL_DEBIAN, BuildLog, ImageRecipe
+
+SERVER_IMAGE = "orsbox/server:latest"
+ROUTER_IMAGE = "orsbox/router:latest"
+ROUTER_FOLDER = CHECKOUT / "deploy" / "router"
+CONTEXT = ("Dockerfile", "pyproject.toml", "README.md", "orsbox", "environments", "images")
+LOCAL_DEBIAN_PYTHON = (3, 11)  # bookworm's python3
+WHEELS_TIMEOUT_S = 600
+
+
+def router_recipe() -> ImageRecipe:
+    """HAProxy from Debian's package on the same base (apt reaches Debian's mirror)."""
+    dockerfile = ROUTER_FOLDER / "Dockerfile"
+    return ImageRecipe(ROUTER_IMAGE, ROUTER_FOLDER, dockerfile, root_base(), str(dockerfile))
+
+
+def server_recipe(folder: Path, log: BuildLog, checkout: Path = CHECKOUT) -> ImageRecipe:
+    """Fill `folder` with the build context (the checkout's files and `wheels/`) and
+    return the recipe that builds the server image from it."""
+    base = root_base()
+    if base == LOCAL_DEBIAN and sys.version_info[:2] != LOCAL_DEBIAN_PYTHON:
+        raise ImageBuildError(
+            f"the wheels made here are for Python {sys.version_info[0]}.{sys.version_info[1]}, "
+            f"but {LOCAL_DEBIAN} has Python 3.11: run `orsbox build --server` with Python "
+            "3.11, or set BASE_IMAGE to an image with this Python"
+        )
+    for name in CONTEXT:
+        source = checkout / name
+        if source.is_dir():
+            ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+            shutil.copytree(source, folder / name, ignore=ignore)
+        else:
+            shutil.copy2(source, folder / name)
+    make_wheels(checkout, folder / "wheels", log)
+    dockerfile = folder / "Dockerfile"
+    return ImageRecipe(SERVER_IMAGE, folder, dockerfile, base, str(checkout), network_mode="none")
+
+
+def make_wheels(checkout: Path, wheels: Path, log: BuildLog) -> None:
+    """`pip wheel` of the checkout (dependencies included) and of pip itself, which the
+    build runs from its wheel: the local base has python3 but no pip."""
+    command = [sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(wheels)]
+    command += ["--disable-pip-version-check", str(checkout), "pip"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=WHEELS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise ImageBuildError(f"pip wheel took over {WHEELS_TIMEOUT_S}s") from None
+    for line in done.stdout.splitlines():
+        log(line)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+        raise ImageBuildError(f"pip wheel of {checkout} failed:\n{tail}")
