@@ -8,29 +8,36 @@
 # privileged as Docker itself: run it only where you would run Docker).
 #
 # Two ways to get orsbox and its dependencies, chosen by what the context holds:
-# * `wheels/*.whl` (written by `orsbox build --server`: `pip wheel` on the host, pip's
-#   own wheel included): installed with `--no-index`, so the build needs no network and
-#   BASE_IMAGE needs only python3 (the local Debian base, `orsbox/debian:bookworm`). The
-#   base's Python must be the host's minor version (the wheels' ABI, cp311).
+# * `wheels/*.whl` and `wheels/orsbox/*.whl` (written by `orsbox build --server`: `pip
+#   wheel` on the host of the dependencies, pip's own and orsbox's): installed with
+#   `--no-index`, so the build needs no network and BASE_IMAGE needs only python3 (the
+#   local Debian base, `orsbox/debian:bookworm`). The base's Python must be the host's
+#   minor version (the wheels' ABI, cp311).
 # * no wheels: pip installs from PyPI inside the build (BASE_IMAGE with pip).
 # Either way the install happens in a build stage, into a venv the final stage copies:
 # no wheels, pip caches or build tools in the image.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS install
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY orsbox ./orsbox
-# README.md is there so the COPY has a source when the context has no wheels/ folder
-COPY README.md wheels/*.wh[l] /wheels/
+# pyproject.toml is in each wheels COPY so that it has a source when the context has no
+# wheels (a file that changes when the dependencies do). The dependencies first, in a
+# layer of their own: it stays cached while they do.
+COPY pyproject.toml wheels/*.wh[l] /wheels/
 RUN set -eu; \
     python3 -m venv --without-pip /opt/orsbox; \
     if ls /wheels/*.whl >/dev/null 2>&1; then \
-        pip="$(ls /wheels/pip-*.whl)/pip"; \
-        /opt/orsbox/bin/python "$pip" install --no-cache-dir --no-index \
-            --find-links /wheels orsbox; \
+        /opt/orsbox/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-cache-dir \
+            --no-index --no-deps $(ls /wheels/*.whl | grep -v '/pip-'); \
+    fi
+COPY pyproject.toml README.md /src/
+COPY orsbox /src/orsbox
+COPY pyproject.toml wheels/orsbox/*.wh[l] /wheels/orsbox/
+RUN set -eu; \
+    if ls /wheels/orsbox/*.whl >/dev/null 2>&1; then \
+        /opt/orsbox/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-cache-dir \
+            --no-index --no-deps /wheels/orsbox/*.whl; \
     else \
-        python3 -m pip --python /opt/orsbox/bin/python install --no-cache-dir .; \
+        python3 -m pip --python /opt/orsbox/bin/python install --no-cache-dir /src; \
     fi
 
 FROM ${BASE_IMAGE}

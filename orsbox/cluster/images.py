@@ -13,6 +13,7 @@ be the host's minor version; bookworm's is 3.11.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ ROUTER_FOLDER = CHECKOUT / "deploy" / "router"
 CONTEXT = ("Dockerfile", "pyproject.toml", "README.md", "orsbox", "environments", "images")
 LOCAL_DEBIAN_PYTHON = (3, 11)  # bookworm's python3
 WHEELS_TIMEOUT_S = 600
+WHEEL_EPOCH = "315532800"  # 1980-01-01, the oldest time a zip file can hold
 
 
 def router_recipe() -> ImageRecipe:
@@ -60,11 +62,16 @@ def server_recipe(folder: Path, log: BuildLog, checkout: Path = CHECKOUT) -> Ima
 
 def make_wheels(checkout: Path, wheels: Path, log: BuildLog) -> None:
     """`pip wheel` of the checkout (dependencies included) and of pip itself, which the
-    build runs from its wheel: the local base has python3 but no pip."""
+    build runs from its wheel: the local base has python3 but no pip. orsbox's own wheel
+    goes to `wheels/orsbox/`, so the dependencies' layer stays cached while only orsbox
+    changes; SOURCE_DATE_EPOCH makes that wheel the same bytes when its files are."""
     command = [sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(wheels)]
     command += ["--disable-pip-version-check", str(checkout), "pip"]
+    env = {**os.environ, "SOURCE_DATE_EPOCH": WHEEL_EPOCH}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=WHEELS_TIMEOUT_S)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=WHEELS_TIMEOUT_S, env=env
+        )
     except subprocess.TimeoutExpired:
         raise ImageBuildError(f"pip wheel took over {WHEELS_TIMEOUT_S}s") from None
     for line in done.stdout.splitlines():
@@ -72,3 +79,6 @@ def make_wheels(checkout: Path, wheels: Path, log: BuildLog) -> None:
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
         raise ImageBuildError(f"pip wheel of {checkout} failed:\n{tail}")
+    (wheels / "orsbox").mkdir()
+    for own in wheels.glob("orsbox-*.whl"):
+        own.rename(wheels / "orsbox" / own.name)

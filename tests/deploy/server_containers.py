@@ -8,7 +8,6 @@ containerised server started, on an engine other runs share."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -60,6 +59,11 @@ def sandboxes_of(client: docker.DockerClient, namespace: str) -> list[str]:
 
 
 def remove_all(client: docker.DockerClient, container_ids: list[str]) -> None:
+    """Force-remove them; one already gone, or being removed by the engine (auto_remove),
+    is fine."""
     for container_id in container_ids:
-        with contextlib.suppress(docker.errors.NotFound):
+        try:
             client.api.remove_container(container_id, force=True)
+        except docker.errors.APIError as e:
+            if e.status_code not in (404, 409):
+                raise

@@ -39,10 +39,10 @@ TOKEN = "image-token-0123456789abcdef"
 START_TIMEOUT_S = 60
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server(docker_client: docker.DockerClient) -> Iterator[tuple[str, str]]:
-    """(url, container id) of a running orsbox/server; removed, with any sandbox it
-    left, whatever the test did."""
+    """(url, container id) of a running orsbox/server, shared by the module's tests (the
+    last one stops it); removed, with any sandbox it left, whatever the tests did."""
     require_images(docker_client, SERVER_IMAGE)
     port = free_port()
     container = docker_client.containers.run(
@@ -69,26 +69,20 @@ def server(docker_client: docker.DockerClient) -> Iterator[tuple[str, str]]:
             remove_all(docker_client, sandboxes_of(docker_client, namespace))
 
 
+def open_session(url: str) -> str:
+    """A `terminal` session, created (so its sandbox runs); its id."""
+    created = httpx.post(f"{url}/create_session", headers={"X-API-Key": TOKEN}, timeout=30)
+    headers = {"X-API-Key": TOKEN, "X-Session-ID": created.json()["sid"]}
+    body = {"env_name": "terminal", "split": "train", "index": 0}
+    assert httpx.post(f"{url}/create", json=body, headers=headers, timeout=120).status_code == 200
+    return headers["X-Session-ID"]
+
+
 def healthy(url: str) -> bool:
     try:
         return httpx.get(f"{url}/health", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def test_the_image_serves_a_bundled_episode_and_stops_clean(
-    server: tuple[str, str], docker_client: docker.DockerClient
-) -> None:
-    url, container_id = server
-    namespace = pid_namespace(docker_client, container_id)
-    assert namespace != L.pid_namespace()
-    assert httpx.get(f"{url}/list_environments", timeout=10).status_code == 401  # token on
-    assert play_terminal_episode(url, TOKEN) == 1.0
-
-    container = docker_client.containers.get(container_id)
-    container.stop(timeout=30)
-    assert container.wait(timeout=30)["StatusCode"] == 0, container.logs()[-2000:]
-    assert sandboxes_of(docker_client, namespace) == []
 
 
 def test_the_host_never_judges_a_containerised_servers_sandboxes(
@@ -97,11 +91,7 @@ def test_the_host_never_judges_a_containerised_servers_sandboxes(
     """Its sandboxes carry this host's name and a pid from another namespace."""
     url, container_id = server
     namespace = pid_namespace(docker_client, container_id)
-    created = httpx.post(f"{url}/create_session", headers={"X-API-Key": TOKEN}, timeout=30)
-    sid = created.json()["sid"]
-    headers = {"X-API-Key": TOKEN, "X-Session-ID": sid}
-    body = {"env_name": "terminal", "split": "train", "index": 0}
-    assert httpx.post(f"{url}/create", json=body, headers=headers, timeout=120).status_code == 200
+    headers = {"X-API-Key": TOKEN, "X-Session-ID": open_session(url)}
     sandboxes = wait_until(lambda: sandboxes_of(docker_client, namespace), 30, 0.1, "a sandbox")
     labels = docker_client.api.inspect_container(sandboxes[0])["Config"]["Labels"]
     assert labels[L.HOST] == socket.gethostname() and labels[L.PID_NAMESPACE] == namespace
@@ -111,3 +101,20 @@ def test_the_host_never_judges_a_containerised_servers_sandboxes(
     assert not L.owner_is_dead(labels) and owner_state(labels) == "elsewhere"
     assert httpx.post(f"{url}/delete", headers=headers, timeout=30).status_code == 200
     wait_until(lambda: not sandboxes_of(docker_client, namespace), 30, 0.1, "the sandbox gone")
+
+
+def test_the_image_serves_a_bundled_episode_and_stops_clean(  # last: it stops the server
+    server: tuple[str, str], docker_client: docker.DockerClient
+) -> None:
+    url, container_id = server
+    namespace = pid_namespace(docker_client, container_id)
+    assert namespace != L.pid_namespace()
+    assert httpx.get(f"{url}/list_environments", timeout=10).status_code == 401  # token on
+    assert play_terminal_episode(url, TOKEN) == 1.0
+    open_session(url)  # still open when the server is stopped: the stop must end it
+    wait_until(lambda: sandboxes_of(docker_client, namespace), 30, 0.1, "its sandbox")
+
+    container = docker_client.containers.get(container_id)
+    container.stop(timeout=30)
+    assert container.wait(timeout=30)["StatusCode"] == 0, container.logs()[-2000:]
+    assert sandboxes_of(docker_client, namespace) == []
