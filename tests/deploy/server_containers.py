@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import docker
+import httpx
 import pytest
 from ors.client import ORS
 
@@ -44,6 +45,17 @@ def play_terminal_episode(url: str, token: str) -> float:
                 result = session.call_tool(call["name"], call["input"])
     assert result.finished
     return float(result.reward or 0.0)
+
+
+def open_terminal_session(url: str, token: str, index: int = 0) -> str:
+    """A `terminal` session through raw HTTP, created (its sandbox starting); its id."""
+    auth = {"X-API-Key": token}
+    sid = httpx.post(f"{url}/create_session", headers=auth, timeout=30).json()["sid"]
+    body = {"env_name": "terminal", "split": "train", "index": index}
+    headers = {**auth, "X-Session-ID": sid}
+    created = httpx.post(f"{url}/create", json=body, headers=headers, timeout=120)
+    assert created.status_code == 200, created.text
+    return sid
 
 
 def pid_namespace(client: docker.DockerClient, container_id: str) -> str:

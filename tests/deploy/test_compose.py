@@ -28,6 +28,7 @@ from orsbox.server.cells import cell_of
 from tests.deploy.server_containers import (
     DEPLOY_IMAGES,
     ROOT,
+    open_terminal_session,
     pid_namespace,
     play_terminal_episode,
     remove_all,
@@ -126,16 +127,6 @@ def cell_health(url: str, cell: str) -> bool:
     return answer.status_code == 200 and answer.json()["cell"] == cell
 
 
-def new_session(url: str) -> str:
-    sid = httpx.post(f"{url}/create_session", headers=AUTH, timeout=30).json()["sid"]
-    body = {"env_name": "terminal", "split": "train", "index": 1}
-    created = httpx.post(
-        f"{url}/create", json=body, headers={**AUTH, "X-Session-ID": sid}, timeout=120
-    )
-    assert created.status_code == 200, created.text
-    return sid
-
-
 def bash(url: str, sid: str, command: str) -> str:
     body = {"name": "bash", "input": {"command": command}}
     stream = post_sse(f"{url}/terminal/call", body, sid, **AUTH)
@@ -146,7 +137,7 @@ def bash(url: str, sid: str, command: str) -> str:
 def sessions_on_every_cell(url: str) -> dict[str, list[str]]:
     by_cell: dict[str, list[str]] = {}
     for _ in range(len(CELLS) * SESSIONS_PER_CELL * 3):
-        sid = new_session(url)
+        sid = open_terminal_session(url, TOKEN, index=1)
         by_cell.setdefault(cell_of(sid) or "", []).append(sid)
         if all(len(by_cell.get(c, [])) >= SESSIONS_PER_CELL for c in CELLS):
             break

@@ -24,6 +24,7 @@ from orsbox.cli.ps import owner_state
 from orsbox.cluster.images import SERVER_IMAGE
 from orsbox.sandbox.docker import labels as L
 from tests.deploy.server_containers import (
+    open_terminal_session,
     pid_namespace,
     play_terminal_episode,
     remove_all,
@@ -69,15 +70,6 @@ def server(docker_client: docker.DockerClient) -> Iterator[tuple[str, str]]:
             remove_all(docker_client, sandboxes_of(docker_client, namespace))
 
 
-def open_session(url: str) -> str:
-    """A `terminal` session, created (so its sandbox runs); its id."""
-    created = httpx.post(f"{url}/create_session", headers={"X-API-Key": TOKEN}, timeout=30)
-    headers = {"X-API-Key": TOKEN, "X-Session-ID": created.json()["sid"]}
-    body = {"env_name": "terminal", "split": "train", "index": 0}
-    assert httpx.post(f"{url}/create", json=body, headers=headers, timeout=120).status_code == 200
-    return headers["X-Session-ID"]
-
-
 def healthy(url: str) -> bool:
     try:
         return httpx.get(f"{url}/health", timeout=2).status_code == 200
@@ -91,7 +83,7 @@ def test_the_host_never_judges_a_containerised_servers_sandboxes(
     """Its sandboxes carry this host's name and a pid from another namespace."""
     url, container_id = server
     namespace = pid_namespace(docker_client, container_id)
-    headers = {"X-API-Key": TOKEN, "X-Session-ID": open_session(url)}
+    headers = {"X-API-Key": TOKEN, "X-Session-ID": open_terminal_session(url, TOKEN)}
     sandboxes = wait_until(lambda: sandboxes_of(docker_client, namespace), 30, 0.1, "a sandbox")
     labels = docker_client.api.inspect_container(sandboxes[0])["Config"]["Labels"]
     assert labels[L.HOST] == socket.gethostname() and labels[L.PID_NAMESPACE] == namespace
@@ -111,7 +103,7 @@ def test_the_image_serves_a_bundled_episode_and_stops_clean(  # last: it stops t
     assert namespace != L.pid_namespace()
     assert httpx.get(f"{url}/list_environments", timeout=10).status_code == 401  # token on
     assert play_terminal_episode(url, TOKEN) == 1.0
-    open_session(url)  # still open when the server is stopped: the stop must end it
+    open_terminal_session(url, TOKEN)  # still open when the server is stopped: the stop must end it
     wait_until(lambda: sandboxes_of(docker_client, namespace), 30, 0.1, "its sandbox")
 
     container = docker_client.containers.get(container_id)
