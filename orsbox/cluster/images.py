@@ -43,21 +43,28 @@ def server_recipe(folder: Path, log: BuildLog, checkout: Path = CHECKOUT) -> Ima
     return the recipe that builds the server image from it."""
     base = root_base()
     if base == LOCAL_DEBIAN and sys.version_info[:2] != LOCAL_DEBIAN_PYTHON:
+        here, there = (".".join(map(str, v)) for v in (sys.version_info[:2], LOCAL_DEBIAN_PYTHON))
         raise ImageBuildError(
-            f"the wheels made here are for Python {sys.version_info[0]}.{sys.version_info[1]}, "
-            f"but {LOCAL_DEBIAN} has Python 3.11: run `orsbox build --server` with Python "
-            "3.11, or set BASE_IMAGE to an image with this Python"
+            f"the wheels made here are for Python {here}, but {LOCAL_DEBIAN} has Python "
+            f"{there}: run `orsbox build --server` with Python {there}, or set BASE_IMAGE "
+            "to an image with this Python"
         )
-    for name in CONTEXT:
-        source = checkout / name
-        if source.is_dir():
-            ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-            shutil.copytree(source, folder / name, ignore=ignore)
-        else:
-            shutil.copy2(source, folder / name)
+    copy_checkout(checkout, folder)
     make_wheels(checkout, folder / "wheels", log)
     dockerfile = folder / "Dockerfile"
     return ImageRecipe(SERVER_IMAGE, folder, dockerfile, base, str(checkout), network_mode="none")
+
+
+def copy_checkout(checkout: Path, folder: Path) -> None:
+    """What the Dockerfile copies (its PyPI path builds from the sources), without the
+    checkout's byte code and build leftovers."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for name in CONTEXT:
+        source = checkout / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name, ignore=ignore)
+        else:
+            shutil.copy2(source, folder / name)
 
 
 def make_wheels(checkout: Path, wheels: Path, log: BuildLog) -> None:
