@@ -58,6 +58,12 @@ def server_recipe(folder: Path, log: BuildLog, checkout: Path = CHECKOUT) -> Ima
 def copy_checkout(checkout: Path, folder: Path) -> None:
     """What the Dockerfile copies (its PyPI path builds from the sources), without the
     checkout's byte code and build leftovers."""
+    missing = [name for name in CONTEXT if not (checkout / name).exists()]
+    if missing:
+        raise ImageBuildError(
+            f"{checkout} has no {', '.join(missing)}: `orsbox build --server` builds from a "
+            "checkout of the orsbox repository (pip install -e .)"
+        )
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for name in CONTEXT:
         source = checkout / name

@@ -49,3 +49,13 @@ def test_wheels_for_another_python_than_the_local_bases_are_refused(
     (tmp_path / "ctx").mkdir()
     recipe = images.server_recipe(tmp_path / "ctx", lambda line: None)
     assert recipe.base_image == "python:3.11-slim"
+
+
+def test_an_installed_package_without_a_checkout_is_told_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BASE_IMAGE", raising=False)
+    monkeypatch.setattr(images, "LOCAL_DEBIAN_PYTHON", sys.version_info[:2])
+    (tmp_path / "site").mkdir()
+    with pytest.raises(ImageBuildError, match=r"has no Dockerfile, pyproject\.toml"):
+        images.server_recipe(tmp_path / "ctx", lambda line: None, checkout=tmp_path / "site")
