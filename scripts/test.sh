@@ -20,6 +20,14 @@ if ! command -v haproxy >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy iproute2 >/dev/null
 fi
 bash scripts/build-images.sh
+# The deployment (tests/deploy, README "Running the server in Docker"): the server and
+# router images, built without network inside the build, and Debian's docker-compose
+# 1.29, which brings deploy/compose up
+if ! command -v docker-compose >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+fi
+python3 -m orsbox.cli.main build --server
 ruff check .
 ruff format --check orsbox tests
 # CI owns its Docker engine, so the tests that stop and restart it run here
