@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect]'
 bash scripts/start-docker.sh
 # The status page test drives a real headless browser (tests/observe/test_status_page.py)
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
