@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import anyio
 
+from orsbox.integrations.handles import LocalSandbox, RemoteSandbox, SandboxHandle
 from orsbox.integrations.inspect.config import DEFAULT_IMAGE, ConfigRefused, OrsboxSandboxConfig
-from orsbox.integrations.inspect.handles import LocalSandbox, RemoteSandbox, SandboxHandle
 from orsbox.integrations.sandbox_client import SandboxApiClient
 from orsbox.sandbox.base import SandboxBackend, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, create_backend

@@ -3,10 +3,8 @@
 Inspect's contract (`inspect_ai.util.SandboxEnvironment`) is exec, read_file, write_file
 and lifecycle hooks. orsbox's sandboxes already do all of it, with two gaps the provider
 closes: Inspect wants stdout and stderr apart (orsbox keeps them interleaved, in the
-order written, for agents), and relative paths resolved against the sample's working
-folder. So every command runs under a small `/bin/sh` wrapper, launched by absolute path
-as Inspect asks, that sends the command's stderr to a file and prints it after a random
-marker once the command ends.
+order written, for agents: `orsbox.integrations.streams` splits them), and relative
+paths resolved against the sample's working folder.
 
 Where sandboxes live: with a URL (`OrsboxSandboxConfig.url` or `$ORSBOX_URL`) they are
 API sandboxes of that orsbox server or cluster router, under its policy; without one, a
@@ -16,7 +14,6 @@ backend in this process starts them on the local engine (hardened, runc or runsc
 from __future__ import annotations
 
 import posixpath
-import secrets
 from typing import Any, Literal, overload
 
 from inspect_ai.util import (
@@ -30,22 +27,14 @@ from inspect_ai.util import (
 )
 from pydantic import BaseModel
 
+from orsbox.integrations.handles import FileTooLarge, SandboxHandle
 from orsbox.integrations.inspect.config import (
     COMPOSE_FILES,
     OrsboxSandboxConfig,
     resolve,
 )
-from orsbox.integrations.inspect.handles import FileTooLarge, SandboxHandle
 from orsbox.integrations.inspect.hosts import Host, host_for, release_hosts
-
-TIMEOUT_EXITS = (124, 137, 143)
-# $1 the stderr file, $2 the marker; then the command. The command is not exec'ed: the
-# shell waits, then prints the marker and the stderr file, so one round trip carries
-# both streams. `printf` is a builtin; cat and rm are named by absolute path.
-STDERR_WRAPPER = (
-    'err=$1 mark=$2; shift 2; "$@" 2>"$err"; rc=$?; '
-    'printf "%s" "$mark"; /bin/cat -- "$err"; /bin/rm -f -- "$err"; exit $rc'
-)
+from orsbox.integrations.streams import run_split
 
 
 @sandboxenv(name="orsbox")
@@ -120,25 +109,23 @@ class OrsboxSandboxEnvironment(SandboxEnvironment):
         concurrency: bool = True,
     ) -> ExecResult[str]:
         limit = SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE
-        marker = f"\n--orsbox-stderr-{secrets.token_hex(16)}--\n"
-        errfile = f"/tmp/.orsbox-stderr-{secrets.token_hex(8)}"
-        outcome = await self._handle.run(
-            ["/bin/sh", "-c", STDERR_WRAPPER, "sh", errfile, marker, *cmd],
+        outcome = await run_split(
+            self._handle,
+            cmd,
             stdin=input.encode() if isinstance(input, str) else input,
             cwd=self._path(cwd or "."),
-            env=env or {},
+            env=env,
             user=user or self._user,
             timeout_s=timeout,
-            cap_bytes=2 * limit + len(marker),
+            cap_bytes=2 * limit,
         )
         if outcome.timed_out:
             raise TimeoutError(f"Command timed out after {timeout} seconds")
-        stdout, _, stderr = outcome.data.partition(marker.encode())
         result = ExecResult(
             success=outcome.exit_code == 0,
             returncode=-1 if outcome.exit_code is None else outcome.exit_code,
-            stdout=stdout.decode(errors="replace"),
-            stderr=stderr.decode(errors="replace"),
+            stdout=outcome.stdout,
+            stderr=outcome.stderr,
         )
         if outcome.truncated:
             raise OutputLimitExceededError(

@@ -1,11 +1,11 @@
-"""The two places an Inspect sample's sandbox can live, behind one small interface.
+"""The two places a harness's sandbox can live, behind one small interface.
 
 `LocalSandbox` holds an orsbox `Sandbox` started in-process by a backend on the local
 engine; `RemoteSandbox` holds the id of an API sandbox on an orsbox server or router.
-Both answer the same four verbs with the same errors, so the provider
-(`orsbox.integrations.inspect.provider`) is written once: `run` (argv, stdin, cwd, env,
-user, timeout, an output cap), `read` and `write` raising the built-in `OSError`s Inspect
-expects, and `close`.
+Both answer the same four verbs with the same errors, so each integration (Inspect's
+provider, Harbor's environment) is written once: `run` (argv, stdin, cwd, env, user,
+timeout, an output cap), `read` and `write` raising the built-in `OSError`s harnesses
+expect, and `close`.
 """
 
 from __future__ import annotations
