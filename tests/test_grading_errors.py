@@ -22,6 +22,7 @@ from orsbox.client import Session, ToolFailed
 from orsbox.errors import GradingError
 from orsbox.protocol.types import TextBlock, ToolOutput
 from tests.environments.conftest import orsbox
+from tests.envs.grading_envs import MISSING
 from tests.observe.conftest import Episode, read_db, wait_for_episode
 from tests.servers import LiveServer, start_server
 from tests.sse_client import Stream
@@ -101,16 +102,14 @@ def test_a_grading_error_is_the_submit_calls_error_counted_and_recorded(
 ) -> None:
     server, db = graded_server
     stream, sid = submitted(server, 1)
-    assert stream.events[1:] == [
-        ("error", "grading error [runner-missing]: pytest: command not found")
-    ]
+    assert stream.events[1:] == [("error", f"grading error [runner-missing]: {MISSING}")]
     row = wait_for_episode(db, sid)
     assert (row["state"], row["grading_cause"], row["final_reward"]) == (
         "grading_error",
         "runner-missing",
         None,
     )
-    assert row["error"] == "grading error [runner-missing]: pytest: command not found"
+    assert row["error"] == f"grading error [runner-missing]: {MISSING}"
     (call,) = read_db(db, "SELECT outcome FROM calls WHERE episode_id = ?", row["id"])
     assert call["outcome"] == "grading_error"
     cause = {"environment": "graded", "cause": "runner-missing"}
@@ -129,9 +128,10 @@ def test_every_client_sees_a_failed_call_not_a_reward(
     with (
         ORS(base_url=server.url) as ors,
         ors.environment("graded").session(split="train", index=1) as session,
-        pytest.raises(RuntimeError, match=r"grading error \[runner-missing\]"),
+        pytest.raises(RuntimeError, match=r"grading error \[runner-missing\]") as sdk,
     ):
         session.call_tool("submit", {"answer": "6"})
+    assert MISSING in str(sdk.value)  # every line of the message
     monkeypatch.setenv("OPENREWARD_SESSION_URL", server.url)
     client = OpenReward(api_key="test-key")
     try:
@@ -183,10 +183,7 @@ def test_as_zero_gives_the_old_reward_and_keeps_the_cause(tmp_path: Path) -> Non
         server.stop()
     output = result["output"]
     assert (output["reward"], output["finished"]) == (0.0, True)
-    assert output["metadata"]["grading_error"] == {
-        "cause": "runner-missing",
-        "message": "pytest: command not found",
-    }
+    assert output["metadata"]["grading_error"] == {"cause": "runner-missing", "message": MISSING}
     assert output["blocks"][0]["text"].startswith("[reward 0: grading error [runner-missing]")
     assert (row["state"], row["grading_cause"], row["final_reward"]) == (
         "grading_error",

@@ -7,6 +7,8 @@ from pydantic import BaseModel
 
 from orsbox import Environment, GradingError, TextBlock, ToolOutput, tool
 
+MISSING = "pytest: command not found\n/usr/bin/python3: No module named pip"
+
 
 class Answer(BaseModel):
     answer: str
@@ -36,7 +38,7 @@ class Graded(Environment):
         """Submit the final answer."""
         grader = self.task_spec["grader"]
         if grader == "missing":
-            raise GradingError("pytest: command not found", cause="runner-missing")
+            raise GradingError(MISSING, cause="runner-missing")
         if grader == "raises":
             raise ValueError("the grader crashed")
         reward = 1.0 if params.answer.strip() == "4" else 0.0

@@ -45,7 +45,8 @@ async def run_call(session: Session, call: ToolCall) -> list[Event]:
             watch.done(result, payload)
             return result_events(payload)
         except ToolRaised as e:
-            log.warning("session %s: %s", session.sid, e, exc_info=e.__cause__)
+            trace = None if isinstance(e, GradingFailed) else e.__cause__  # an outcome, not a bug
+            log.warning("session %s: %s", session.sid, e, exc_info=trace)
             message = LIVE_SECRETS.redact(str(e))
             watch.raised(message)
             return [{"event": "error", "data": message}]
