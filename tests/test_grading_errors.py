@@ -23,6 +23,8 @@ from orsbox.errors import GradingError
 from orsbox.protocol.types import TextBlock, ToolOutput
 from tests.environments.conftest import orsbox
 from tests.envs.grading_envs import MISSING
+from tests.evaluation import runs
+from tests.model_server import Script, serve_model
 from tests.observe.conftest import Episode, read_db, wait_for_episode
 from tests.servers import LiveServer, start_server
 from tests.sse_client import Stream
@@ -197,3 +199,21 @@ def test_a_grading_errors_value_the_setting_does_not_know_is_refused() -> None:
     done = orsbox("serve", GRADED, "--grading-errors", "as-one", "--port", "1")
     assert done.returncode == 2
     assert "one of error, as-zero" in done.stderr
+
+
+def test_orsbox_eval_with_as_zero_scores_the_old_zero(tmp_path: Path) -> None:
+    """Without the switch the episode is an error (tests/formats/harbor plays that on a
+    TB2-shaped task); with it, a finished episode of reward 0.0 that keeps its cause."""
+    answer = [{"tool": "submit", "arguments": {"answer": "6"}}]
+    with serve_model([Script("[runner missing]", [answer])]) as (model_url, _):
+        done = runs.run_eval(
+            GRADED, model_url, tmp_path, "--tasks", "1", "--grading-errors", "as-zero"
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = runs.records(tmp_path)
+    assert (record["status"], record["reward"], record["error"]) == ("finished", 0.0, None)
+    assert runs.summary(tmp_path)["errors"] == 0
+    transcript = runs.transcript(tmp_path, record)
+    assert transcript["calls"][0]["reward"] == 0.0
+    said = [str(m.get("content")) for m in transcript["messages"] if m["role"] == "tool"]
+    assert "grading error [runner-missing]" in said[0]  # the cause, in the output's text
