@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orsbox.cli.dataset_options import with_dataset_options
-from orsbox.errors import ManifestError
+from orsbox.errors import GradingError, ManifestError
 from orsbox.formats import FormatOptions
 
 if TYPE_CHECKING:
@@ -80,9 +80,10 @@ async def _check_all(env_cls: type[HarborEnvironment], concurrency: int) -> list
 
 
 def _reward(grade: Graded | None) -> str:
+    """The reward; `error` where the grader could not run (the verdict says why)."""
     if grade is None:
         return "-"
-    return f"{grade.reward:g}" if hasattr(grade, "reward") else "error"
+    return "error" if isinstance(grade, GradingError) else f"{grade.reward:g}"
 
 
 def _table(env_cls: type[HarborEnvironment], checks: Sequence[TaskCheck]) -> Table:
