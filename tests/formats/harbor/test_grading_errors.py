@@ -14,18 +14,16 @@ import docker
 import pytest
 from ors.client import ORS
 
-from orsbox.formats import FormatOptions
-from orsbox.formats.harbor import load
-from orsbox.sandbox.image_map import ImageMap
 from tests.environments.conftest import orsbox
 from tests.evaluation import runs
+from tests.formats.harbor.conftest import BUILD_TIMEOUT_S
+from tests.formats.harbor.conftest import _tags as image_tags
 from tests.formats.harbor.tasks import IMAGE_MAP
 from tests.formats.harbor.tb2_tasks import tb2_dataset
 from tests.model_server import Script, serve_model
 from tests.servers import LiveServer, start_server
 
 SOLVE = "echo hello > /app/out.txt"
-BUILD_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +35,7 @@ def tb2(
 ) -> Iterator[Path]:
     """The TB2-shaped tasks, their images built (and removed afterwards)."""
     path = tb2_dataset(tmp_path_factory.mktemp("tb2") / "tb2")
-    (env_cls,) = load(path, FormatOptions(image_map=ImageMap.parse([IMAGE_MAP])))
-    tags = [r.tag for r in env_cls.image_recipes()]  # type: ignore[attr-defined]
+    tags = image_tags(path)
     try:
         built = orsbox(
             "build", str(path), "--missing-only", "--image-map", IMAGE_MAP,
