@@ -31,6 +31,7 @@ from bench import (
     protocol,
     recording,
     roundtrip,
+    storage_bound,
     swebench,
     throughput,
 )
@@ -53,6 +54,7 @@ PARTS = {
     "recording": recording,
     "cluster": cluster,
     "gvisor": gvisor,
+    "storage_bound": storage_bound,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
