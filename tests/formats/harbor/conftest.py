@@ -57,11 +57,11 @@ def datasets(
         "template": FIXTURES / "template-task",
         "tb2": tb2_dataset(root / "tb2"),
     }
-    tags = {tag for name, path in paths.items() for tag in _tags(path, image_map(name))}
+    tags = {tag for name, path in paths.items() for tag in _tags(path, name)}
     try:
         for name in ("episodes", "template", "tb2"):
             done = orsbox(
-                "build", str(paths[name]), "--missing-only", "--image-map", image_map(name),
+                "build", str(paths[name]), "--missing-only", *dataset_args(name),
                 env=harbor_env, timeout=BUILD_TIMEOUT_S,
             )  # fmt: skip
             assert done.returncode == 0, done.stdout + done.stderr
@@ -72,16 +72,21 @@ def datasets(
                 docker_client.images.remove(tag)
 
 
-def image_map(dataset: str) -> str:
-    """The `--image-map` of a dataset: TB2-shaped tasks start from an official Python image."""
-    return TB2_IMAGE_MAP if dataset == "tb2" else IMAGE_MAP
+def dataset_args(dataset: str) -> list[str]:
+    """A dataset's options: TB2-shaped tasks start from an official Python image and name
+    a `docker_image` built from their Dockerfile (`--build-missing`)."""
+    if dataset == "tb2":
+        return ["--image-map", TB2_IMAGE_MAP, "--build-missing"]
+    return ["--image-map", IMAGE_MAP]
 
 
-def _tags(path: Path, mapping: str) -> list[str]:
+def _tags(path: Path, dataset: str) -> list[str]:
     """The images orsbox builds for a dataset (content-hash tags: known before building)."""
+    mapping = TB2_IMAGE_MAP if dataset == "tb2" else IMAGE_MAP
+    options = FormatOptions(image_map=ImageMap.parse([mapping]), build_missing=dataset == "tb2")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ORSBOX_ALLOW_NETWORK", "1")
-        (env_cls,) = load(path, FormatOptions(image_map=ImageMap.parse([mapping])))
+        (env_cls,) = load(path, options)
     return [r.tag for r in env_cls.image_recipes()]  # type: ignore[attr-defined]
 
 
@@ -90,7 +95,7 @@ def serve_dataset(
 ) -> Iterator[LiveServer]:
     """`orsbox serve` of one of the datasets as environment `name`, the network allowed."""
     server = start_server(
-        [str(datasets[dataset]), "--image-map", image_map(dataset), "--name", name],
+        [str(datasets[dataset]), *dataset_args(dataset), "--name", name],
         tmp_path_factory.mktemp(f"{dataset}-server"),
         allow_network=1,
     )

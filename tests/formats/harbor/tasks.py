@@ -15,7 +15,8 @@ from pathlib import Path
 
 IMAGE_MAP = "ubuntu:24.04=orsbox/debian:bookworm"
 DOCKERFILE = "FROM ubuntu:24.04\nWORKDIR /app\n"
-RUN_LABEL = f"LABEL orsbox.test-run={uuid.uuid4().hex[:12]}\n"  # last: the steps before cache
+RUN_ID = uuid.uuid4().hex[:12]
+RUN_LABEL = f"LABEL orsbox.test-run={RUN_ID}\n"  # last: the steps before it stay cached
 
 
 def write(folder: Path, files: dict[str, str], executable: tuple[str, ...] = ()) -> Path:

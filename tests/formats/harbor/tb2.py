@@ -1,9 +1,10 @@
 """Task folders shaped like Terminal-Bench 2.0's, written for the tests (no upstream files).
 
 Like a published TB2 task: `task.toml` with TB2's limits (1 CPU, 2 GB, `storage_mb`
-10 GB, 900 s timeouts) and no `network_mode` (so Harbor's `public`); a Dockerfile
-`FROM` an official Python image, which the tests map onto the local Debian base
-(`TB2_IMAGE_MAP`); a `tests/test.sh` that installs its own test runner with apt at
+10 GB, 900 s timeouts), no `network_mode` (so Harbor's `public`) and a `docker_image`
+that no registry here has (built from the task's Dockerfile with `--build-missing`);
+a Dockerfile `FROM` an official Python image, which the tests map onto the local
+Debian base (`TB2_IMAGE_MAP`); a `tests/test.sh` that installs its own test runner with apt at
 grading time, never stops on a failed step, runs pytest on `tests/test_outputs.py`,
 and writes `/logs/verifier/reward.txt` from pytest's exit code. TB2's own test.sh
 fetches uv from the internet and pytest from PyPI; here the runner comes from the
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.formats.harbor.tasks import write
+from tests.formats.harbor.tasks import RUN_ID, write
 
 TB2_IMAGE_MAP = "python:3.13-slim-bookworm=orsbox/debian:bookworm"
+# As a TB2 task names its published image; missing here, so built with --build-missing.
+TB2_DOCKER_IMAGE = f"orsbox-test/count-lines:{RUN_ID}"
 
 TASK_TOML = """
 version = "1.0"
@@ -41,7 +44,7 @@ timeout_sec = 900.0
 {agent}
 [environment]
 build_timeout_sec = 600.0
-cpus = 1
+{docker_image}cpus = 1
 memory_mb = 2048
 storage_mb = {storage_mb}
 """
@@ -112,7 +115,9 @@ def tb2_dataset(root: Path) -> Path:
     write(
         root / "count-lines",
         {
-            "task.toml": TASK_TOML.format(agent="", storage_mb=10240),
+            "task.toml": TASK_TOML.format(
+                agent="", docker_image=f'docker_image = "{TB2_DOCKER_IMAGE}"\n', storage_mb=10240
+            ),
             "instruction.md": "Write the number of lines of /app/words.txt into /app/count.txt.\n",
             "environment/Dockerfile": DOCKERFILE,
             "tests/test.sh": TEST_SH,
@@ -123,7 +128,9 @@ def tb2_dataset(root: Path) -> Path:
     write(
         root / "sudo-task",
         {
-            "task.toml": TASK_TOML.format(agent='user = "agent"\n', storage_mb=1024),
+            "task.toml": TASK_TOML.format(
+                agent='user = "agent"\n', docker_image="", storage_mb=1024
+            ),
             "instruction.md": "Install Debian's `hello` package.\n",
             "environment/Dockerfile": SUDO_DOCKERFILE,
             "tests/test.sh": SUDO_TEST_SH,

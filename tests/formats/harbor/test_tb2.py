@@ -11,6 +11,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import docker
 import pytest
 from ors.client import ORS
 
@@ -22,8 +23,9 @@ from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.image_map import ImageMap
 from tests.environments.conftest import orsbox
-from tests.formats.harbor.tasks import CHECK_OUT, harbor_task
-from tests.formats.harbor.tb2 import TB2_IMAGE_MAP
+from tests.formats.harbor.conftest import dataset_args
+from tests.formats.harbor.tasks import CHECK_OUT, RUN_ID, harbor_task
+from tests.formats.harbor.tb2 import TB2_DOCKER_IMAGE, TB2_IMAGE_MAP
 from tests.servers import LiveServer
 
 CHECK_TIMEOUT_S = 900
@@ -54,7 +56,7 @@ def play(
 def check(path: Path, env: dict[str, str]) -> list[tuple[str, ...]]:
     """`orsbox check PATH`'s rows: (task, solution, untouched, verdict)."""
     done = orsbox(
-        "check", str(path), "--image-map", TB2_IMAGE_MAP, "--concurrency", "2",
+        "check", str(path), *dataset_args("tb2"), "--concurrency", "2",
         env=env, timeout=CHECK_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -87,6 +89,7 @@ def test_harbors_execution_profile_seen_from_inside(tb2_server: LiveServer) -> N
             "test -d /logs/agent && test -d /logs/verifier && ! test -L /logs && echo dirs",
             "mkdir -p /logs/agent && touch /logs/agent/trace /usr/local/bin/mine && echo wrote",
             "ls /tests /solution 2>&1 | grep -c 'No such file'",
+            "wc -l < words.txt",
         ],
         submit=False,  # grading is the test above's
     )
@@ -95,6 +98,14 @@ def test_harbors_execution_profile_seen_from_inside(tb2_server: LiveServer) -> N
     assert outputs[2].strip() == "dirs"
     assert outputs[3].strip() == "wrote"  # a writable root, storage_mb notwithstanding
     assert outputs[4].strip() == "2"  # the tests and the solution arrive only when used
+    assert outputs[5].strip() == "3"  # docker_image, built from the task's Dockerfile
+
+
+def test_build_missing_built_the_docker_image_under_its_own_name(
+    datasets: dict[str, Path], docker_client: docker.DockerClient
+) -> None:
+    image = docker_client.images.get(TB2_DOCKER_IMAGE)
+    assert image.labels.get("orsbox.test-run") == RUN_ID  # this run's Dockerfile made it
 
 
 @pytest.mark.timeout(CHECK_TIMEOUT_S)
