@@ -154,6 +154,7 @@ def _limits(
         cpus=options.cpus or cpus or 1.0,
         memory_bytes=memory,
         writable_layer_bytes=storage_mb * MiB if storage_mb else None,
+        disk_bytes=None,  # set, so an operator's default disk bound (a read-only root) stays off
         network=network,
         privileges="docker-default",
     )
