@@ -32,6 +32,7 @@ from bench import (
     recording,
     roundtrip,
     server_image,
+    storage_bound,
     swebench,
     throughput,
 )
@@ -55,6 +56,7 @@ PARTS = {
     "cluster": cluster,
     "gvisor": gvisor,
     "server_image": server_image,
+    "storage_bound": storage_bound,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

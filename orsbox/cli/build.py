@@ -136,7 +136,9 @@ def ensure_images(environments: Sequence[type[Environment]]) -> None:
         if tag not in known and not image_exists(client, tag):
             console.print(
                 f"[yellow]warning:[/yellow] image {tag} is missing and orsbox has no "
-                "recipe for it; episodes that need it will fail until you build it"
+                "recipe for it; episodes that need it will fail until you build it or "
+                "map it onto an image you have (--image-map NAME=IMAGE; a Harbor task "
+                "with environment/Dockerfile: --build-missing)"
             )
 
 
@@ -205,9 +207,14 @@ def build(
         recipes = all_recipes(envs)
         tags = [r.tag for r in recipes]
     client = docker_client()
-    missing = [t for t in tags if t not in {r.tag for r in recipes}]
+    known = {r.tag for r in recipes}
+    missing = [t for t in tags if t not in known and not image_exists(client, t)]
     if missing:
-        console.print(f"[red]No recipe for[/red] {', '.join(missing)}: build it yourself.")
+        console.print(
+            f"[red]No recipe for[/red] {', '.join(missing)}, and the engine does not have "
+            "it: build it yourself, or map it onto an image you have with --image-map "
+            "NAME=IMAGE."
+        )
         raise typer.Exit(1)
     exists = lambda tag: image_exists(client, tag)  # noqa: E731
     plan = build_plan(tags, recipes, exists, rebuild=not missing_only)

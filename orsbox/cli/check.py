@@ -37,6 +37,10 @@ def check(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="tasks checked at once")
     ] = 2,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="print the whole test output of a failed solution"),
+    ] = False,
     dataset: FormatOptions | None = None,
 ) -> None:
     """Check a Harbor / Terminal-Bench dataset: each task's solution must score 1.0 and
@@ -55,6 +59,8 @@ def check(
     ensure_images(environments)
     checks = asyncio.run(_check_all(env_cls, concurrency))
     out.print(_table(env_cls, checks))
+    if verbose:
+        _print_outputs(checks)
     passed = sum(c.passed for c in checks)
     out.print(f"{passed}/{len(checks) + len(env_cls.refused)} tasks pass")
     if passed < len(checks) + len(env_cls.refused):
@@ -115,7 +121,19 @@ def _why(check: TaskCheck) -> str:
         return check.error or "not graded"
     problems = []
     if check.solution.reward != 1.0:
-        problems.append("the solution does not score 1.0")
+        cause = check.cause()
+        problems.append("the solution does not score 1.0" + (f": {cause}" if cause else ""))
     if check.untouched.reward != 0.0:
         problems.append("an untouched sandbox does not score 0.0")
     return "; ".join(problems)
+
+
+def _print_outputs(checks: Sequence[TaskCheck]) -> None:
+    """The whole test output of each solution that did not score 1.0, or could not be
+    graded (`--verbose`)."""
+    for c in checks:
+        if c.solution is not None and (
+            isinstance(c.solution, GradingError) or c.solution.reward != 1.0
+        ):
+            out.rule(f"{c.task}: the solution's test output")
+            out.print(escape(c.solution_output.rstrip() or "(no output)"))

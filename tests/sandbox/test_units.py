@@ -105,6 +105,14 @@ def test_container_defaults_and_overrides() -> None:
     assert options["log_config"]["type"] == "none"
 
 
+def test_docker_default_privileges_keep_dockers_set_and_the_other_limits() -> None:
+    limits = SandboxLimits(privileges="docker-default", writable_layer_bytes=2**20, pids=64)
+    options = container_options(SandboxSpec(image="img", limits=limits), "n", {}, {})
+    assert "cap_drop" not in options and "security_opt" not in options
+    assert options["pids_limit"] == 64 and options["init"] is True
+    assert options["read_only"] is False and "tmpfs" not in options  # the root stays writable
+
+
 def test_what_only_an_operator_allows_reaches_the_container_options() -> None:
     mount = HostMount(source="/srv/data", target="/data")
     limits = SandboxLimits(network="host", privileged=True, mounts=(mount,))

@@ -34,7 +34,6 @@ from typing import Any
 from orsbox.authoring.grader import Grade
 from orsbox.errors import GradingError
 from orsbox.formats.harbor import could_not_run
-from orsbox.formats.harbor.images import MAKE_SCRATCH
 from orsbox.formats.harbor.task import HarborTask, Verifier
 from orsbox.sandbox.base import ExecResult, Sandbox
 
@@ -45,10 +44,9 @@ TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
 SHOWN_OUTPUT_BYTES = 16 * 1024
 ROOT = "root"
 
-# Root in an orsbox sandbox has no capabilities; it owns what it creates here. The tests
-# arrive on standard input as a tar; $1 is the script to make executable.
+# As root, as Harbor uploads them. The tests arrive on standard input as a tar; $1 is
+# the script to make executable.
 INSTALL = f"""set -e
-{MAKE_SCRATCH}
 rm -rf /tests {REWARD_TXT} {REWARD_JSON} 2>/dev/null || find /tests/ -mindepth 1 -delete
 mkdir -p /tests {VERIFIER_DIR}
 chmod 777 /logs {VERIFIER_DIR}

@@ -72,13 +72,17 @@ def test_orsbox_check_fails_a_task_whose_tests_crash(
     datasets: dict[str, Path], harbor_env: dict[str, str]
 ) -> None:
     done = orsbox(
-        "check", str(datasets["episodes"] / "crash"), "--image-map", IMAGE_MAP, env=harbor_env
-    )
+        "check", str(datasets["episodes"] / "crash"), "--image-map", IMAGE_MAP, "--verbose",
+        env=harbor_env,
+    )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert re.search(
-        r"│ crash\s+│ error\s+│ error\s+│ GRADING ERROR solution: grading error \[no-reward-file\]",
-        done.stdout,
+    # test.sh crashed before writing a reward: a grading error, not a FAIL of 0
+    row = (
+        r"│ crash\s+│ error\s+│ error\s+│ GRADING ERROR solution: grading error \[no-reward-file\]"
     )
+    assert re.search(row, done.stdout), done.stdout
+    # --verbose: the whole output, under a rule naming the task
+    assert re.search(r"crash: the solution's test output.*\n.*the tests crashed: boom", done.stdout)
 
 
 def test_a_failing_dockerfile_names_its_last_lines_and_spares_the_others(

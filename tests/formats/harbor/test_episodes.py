@@ -59,12 +59,14 @@ def test_honoured_fields_seen_from_inside(client: ORS) -> None:
         "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu.max"
     )
     outputs, _ = play(
-        client, "hello", ["pwd; echo $GREETING; id -un", cgroup, "ls /sys/class/net", "ls /tests"]
-    )
+        client, "hello", ["pwd; echo $GREETING; id -un", cgroup, "ls /sys/class/net", "ls /tests",
+                          "stat -c %F /logs/agent /logs/verifier"]
+    )  # fmt: skip
     assert outputs[0].split() == ["/app", "hello", "root"]  # workdir, env, user
     assert outputs[1].split()[0] == str(512 * 1024**2) and "100000" in outputs[1]  # memory, cpus
     assert outputs[2].split() == ["lo"]  # network_mode = "no-network": no interface but lo
     assert "No such file" in outputs[3]  # the tests arrive only when grading
+    assert outputs[4].split("\n")[:2] == ["directory", "directory"]  # as Harbor makes them
 
 
 def test_agent_user_and_verifier_user(client: ORS) -> None:
@@ -73,9 +75,17 @@ def test_agent_user_and_verifier_user(client: ORS) -> None:
     assert solved.reward == 1.0  # test.sh ran as root ([verifier].user)
 
 
-def test_storage_mb_bounds_the_writable_folders(client: ORS) -> None:
-    outputs, _ = play(client, "storage", ["df -B1M --output=size /app | tail -1"])
-    assert outputs[0].strip() == "64"
+def test_a_task_writing_past_storage_mb_is_ended_naming_the_bound(client: ORS) -> None:
+    with pytest.raises(Exception, match="past its storage bound of 64 MiB"):
+        play(client, "storage", ["head -c 100M /dev/zero > /var/tmp/big"])
+
+
+def test_a_task_within_storage_mb_is_not_ended(client: ORS) -> None:
+    outputs, solved = play(
+        client, "storage", ["head -c 16M /dev/zero > /var/tmp/f && du -sm /var/tmp/f", SOLVE]
+    )
+    assert outputs[0].split()[0] == "16"
+    assert (solved.reward, solved.finished) == (1.0, True)
 
 
 def test_reward_json_with_several_keys(client: ORS) -> None:
