@@ -7,6 +7,10 @@ API sandbox of an orsbox server or cluster router. Harbor's environment contract
 start, exec, upload/download of files and folders, and stop; this class meets it with
 the same handles the Inspect provider uses (`orsbox.integrations.handles`):
 
+- in-process, the container runs in Harbor's execution profile, as orsbox's own Harbor
+  loader runs it: Docker's default capabilities (so `apt-get` and `sudo` work), a
+  writable root. An API sandbox gets the server's hardened profile (the sandbox API
+  has no way to ask for more);
 - the image is the task's `docker_image` (after orsbox's image map, `--ek
   image_map=FROM=TO,...`) or its `environment/Dockerfile`, built once (in-process only);
 - `exec` runs `bash -c COMMAND` as Harbor's Docker environment does, with its cwd (the
@@ -104,6 +108,7 @@ class OrsboxEnvironment(BaseEnvironment):
             cpus=float(self._effective_cpus or 1),
             memory_bytes=(self._effective_memory_mb or 2048) * 1024**2,
             network=mode == NetworkMode.PUBLIC,
+            privileges="docker-default",  # Harbor's containers keep Docker's default set
         )
         if self._options.url:
             self._handle = await self._start_remote(limits)
@@ -137,7 +142,6 @@ class OrsboxEnvironment(BaseEnvironment):
             docker_image=self.task_env_config.docker_image,
             image_map=ImageMap.parse(config.image_map),
             build_timeout_s=self.task_env_config.build_timeout_sec,
-            writable_layer=False,
         )
         if found.recipe is not None:
             await anyio.to_thread.run_sync(self._build, config, found.recipe, force_build)
