@@ -120,8 +120,9 @@ async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) ->
         if sandbox is None:
             return [{"event": "error", "data": "the sandbox is gone"}]
         # Twice the cap: the first half of what the sandbox keeps is the output's head.
+        argv, stdin = body.command()
         result = await sandbox.exec(
-            [body.shell, "-c", body.cmd], timeout_s=timeout, output_cap_bytes=2 * max_bytes + 2
+            argv, timeout_s=timeout, output_cap_bytes=2 * max_bytes + 2, stdin=stdin
         )
     except SandboxError as e:
         return [{"event": "error", "data": f"the command could not run: {e}"}]
