@@ -69,36 +69,66 @@ def _tar_of(name: str, data: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def upstream_outcome(version: str, pythonpath: str, repo_tar: bytes, patch: str, logs: Path):
-    """(applied, tree) as swebench `version`'s own run_instance leaves a container."""
+def upstream_outcomes(
+    version: str, pythonpath: str, cases: list[tuple[bytes, str]], logs: Path
+) -> list[tuple[bool, str | None]]:
+    """(applied, tree) per (repository tar, patch), as swebench `version`'s own
+    run_instance leaves a container: one process, one container per case."""
     client = docker.from_env()
+    containers = []
+    try:
+        for repo_tar, _ in cases:
+            containers.append(_repository_container(client, repo_tar))
+        jobs = [
+            {"container": container.id, "patch": patch, "eval_script": TREE_SCRIPT}
+            for container, (_, patch) in zip(containers, cases, strict=True)
+        ]
+        done = subprocess.run(
+            [sys.executable, str(RUNNER)],
+            input=json.dumps(jobs),
+            cwd=logs,
+            env={**os.environ, "PYTHONPATH": pythonpath},
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        assert answer["version"] == version
+        return [(result["applied"], result["tree"]) for result in answer["results"]]
+    finally:
+        for container in containers:
+            with suppress(docker.errors.NotFound):
+                container.remove(force=True)
+        client.close()
+
+
+def _repository_container(client: docker.DockerClient, repo_tar: bytes) -> Any:
+    """A started container of the test image with the case's repository at /testbed
+    (`create`, never `run`: no pull is tried)."""
     container = client.containers.create(
         images.CALC, ["sleep", "infinity"], labels=LABELS, network_mode="none", user="root"
     )
-    try:
-        container.start()
-        container.put_archive("/tmp", _tar_of(Path(REPO_TAR).name, repo_tar))
-        code, output = container.exec_run(["bash", "-c", UNPACK_SCRIPT])
-        assert code == 0, output
-        request = {"container": container.id, "patch": patch, "eval_script": TREE_SCRIPT}
-        env = {**os.environ, "PYTHONPATH": pythonpath}
-        done = subprocess.run(
-            [sys.executable, str(RUNNER)],
-            input=json.dumps(request),
-            cwd=logs,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        assert result["version"] == version
-        return result["applied"], result["tree"]
-    finally:
-        with suppress(docker.errors.NotFound):
-            container.remove(force=True)
-        client.close()
+    container.start()
+    container.put_archive("/tmp", _tar_of(Path(REPO_TAR).name, repo_tar))
+    code, output = container.exec_run(["bash", "-c", UNPACK_SCRIPT])
+    assert code == 0, output
+    return container
+
+
+@pytest.fixture(scope="session")
+def upstream(
+    swebench_paths: dict[str, str], tmp_path_factory: pytest.TempPathFactory, test_images: list[str]
+) -> dict[tuple[str, str], tuple[bool, str | None]]:
+    """Every case under every version's own code, computed once."""
+    cases = [patch_cases.build(name) for name in patch_cases.BUILDERS]
+    outcomes = {}
+    for version, pythonpath in swebench_paths.items():
+        logs = tmp_path_factory.mktemp(f"swebench-{version}-logs")
+        inputs = [(case.repo_tar, case.patch) for case in cases]
+        results = upstream_outcomes(version, pythonpath, inputs, logs)
+        outcomes.update({(c.name, version): r for c, r in zip(cases, results, strict=True)})
+    return outcomes
 
 
 async def _sandbox(backend: DockerBackend, repo_tar: bytes) -> Sandbox:
@@ -125,17 +155,15 @@ async def orsbox_outcome(backend: DockerBackend, version: str, case: patch_cases
         await sandbox.close()
 
 
+@pytest.mark.timeout(900)  # the first one computes `upstream`: 12 containers, 2 imports
 @pytest.mark.parametrize("version", STRATEGIES)
 @pytest.mark.parametrize("name", patch_cases.BUILDERS)
 async def test_applied_as_the_harness_version_applies_it(
-    name: str, version: str, backend: DockerBackend, swebench_paths: dict[str, str], tmp_path: Path
+    name: str, version: str, backend: DockerBackend, upstream: dict[tuple[str, str], Any]
 ) -> None:
     case = patch_cases.build(name)
-    theirs = await anyio.to_thread.run_sync(
-        upstream_outcome, version, swebench_paths[version], case.repo_tar, case.patch, tmp_path
-    )
     applied, tree = await orsbox_outcome(backend, version, case)
-    assert (applied.applied, tree) == theirs, applied.output
+    assert (applied.applied, tree) == upstream[name, version], applied.output
     assert applied.strategy == f"swebench-{version}"
     assert applied.command == APPLIED_BY.get((name, version), "git apply --verbose")
 
@@ -156,8 +184,8 @@ async def test_agent_diff_applies_to_the_agents_tree(
     finally:
         await sandbox.close()
     for version, pythonpath in swebench_paths.items():
-        theirs = await anyio.to_thread.run_sync(
-            upstream_outcome, version, pythonpath, repo_tar, patch, tmp_path
+        [theirs] = await anyio.to_thread.run_sync(
+            upstream_outcomes, version, pythonpath, [(repo_tar, patch)], tmp_path
         )
         assert theirs == (True, agents_tree), version
 
