@@ -237,3 +237,19 @@ def test_openreward_classes_load_by_module_and_by_file() -> None:
     by_file = load_environment("tests/envs/openreward_envs.py")
     assert [c.name() for c in by_file] == ["LineCount", "Dialogue"]
     assert by_module.supports_score_group() and not by_file[1].supports_score_group()
+
+
+def test_which_session_urls_reach_this_server() -> None:
+    from orsbox.server.sandbox_api.session_url import own_url, points_here
+
+    settings = Settings(port=8123)
+    assert own_url(settings) == "http://127.0.0.1:8123"
+    for here in ("http://127.0.0.1:8123", "http://localhost:8123/", "http://[::1]:8123"):
+        assert points_here(here, settings), here
+    for elsewhere in (
+        "http://127.0.0.1:8124",
+        "https://sessions.openreward.ai",
+        "http://10.0.0.5:8123",
+    ):
+        assert not points_here(elsewhere, settings), elsewhere
+    assert points_here("http://10.0.0.5:8123", Settings(host="10.0.0.5", port=8123))
