@@ -2,7 +2,9 @@
 
 For every task of a Harbor / Terminal-Bench dataset: the solution graded (expect 1.0)
 and an untouched sandbox graded (expect 0.0), a bounded number of tasks at once, then
-one table. Exit code 1 when any task fails a check or cannot be served.
+one table. A grader that could not run shows as `error` in its column and as the
+verdict `GRADING ERROR` with its cause. Exit code 1 when any task fails a check or
+cannot be served.
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from orsbox.cli.dataset_options import with_dataset_options
-from orsbox.errors import ManifestError
+from orsbox.errors import GradingError, ManifestError
 from orsbox.formats import FormatOptions
 
 if TYPE_CHECKING:
-    from orsbox.authoring.grader import Grade
     from orsbox.formats.harbor.environment import HarborEnvironment
-    from orsbox.formats.harbor.oracle import TaskCheck
+    from orsbox.formats.harbor.oracle import Graded, TaskCheck
 
 out = Console(highlight=False, soft_wrap=False, width=120)
 
@@ -78,8 +79,11 @@ async def _check_all(env_cls: type[HarborEnvironment], concurrency: int) -> list
         await backend.close()
 
 
-def _reward(grade: Grade | None) -> str:
-    return "-" if grade is None else f"{grade.reward:g}"
+def _reward(grade: Graded | None) -> str:
+    """The reward; `error` where the grader could not run (the verdict says why)."""
+    if grade is None:
+        return "-"
+    return "error" if isinstance(grade, GradingError) else f"{grade.reward:g}"
 
 
 def _table(env_cls: type[HarborEnvironment], checks: Sequence[TaskCheck]) -> Table:
@@ -87,13 +91,23 @@ def _table(env_cls: type[HarborEnvironment], checks: Sequence[TaskCheck]) -> Tab
     for column in ("task", "solution", "untouched", "verdict", "time"):
         table.add_column(column, justify="right" if column == "time" else "left")
     for c in checks:
-        verdict = "[green]ok[/green]" if c.passed else f"[red]FAIL[/red] {escape(_why(c))}"
         table.add_row(
-            c.task, _reward(c.solution), _reward(c.untouched), verdict, f"{c.seconds:.1f}s"
+            c.task, _reward(c.solution), _reward(c.untouched), _verdict(c), f"{c.seconds:.1f}s"
         )
     for name, reason in env_cls.refused.items():
         table.add_row(name, "-", "-", f"[red]REFUSED[/red] {escape(reason)}", "-")
     return table
+
+
+def _verdict(check: TaskCheck) -> str:
+    """ok, FAIL and why, or GRADING ERROR: which episode's verifier could not run and
+    why (its cause first), so an author does not read it as a wrong solution."""
+    if check.passed:
+        return "[green]ok[/green]"
+    if check.grading_errors:
+        errors = "; ".join(f"{k}: {e.wire()}" for k, e in check.grading_errors.items())
+        return f"[red]GRADING ERROR[/red] {escape(errors)}"
+    return f"[red]FAIL[/red] {escape(_why(check))}"
 
 
 def _why(check: TaskCheck) -> str:

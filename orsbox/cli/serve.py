@@ -11,6 +11,7 @@ import typer
 
 from orsbox.cli import backend_options as B
 from orsbox.cli import dataset_options as D
+from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
 from orsbox.observe.logs import LOG_FORMATS
 from orsbox.server.sandbox_api.session_url import advertise
@@ -49,6 +50,7 @@ def serve(
     dataset: D.FormatOptions | None = None,
     runtime: B.Runtime = None,
     engine: B.Engine = None,
+    grading_errors: G.GradingErrors = None,
 ) -> None:
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
@@ -81,6 +83,7 @@ def serve(
     if dataset is not None:  # --image-map (and ORSBOX_IMAGE_MAP) for the sandbox API too
         settings = settings.model_copy(update={"image_map": dataset.image_map.texts()})
     settings = B.with_backend(settings, runtime, engine)
+    settings = G.with_grading_errors(settings, grading_errors)
     advertise_sandbox_api(settings)
     run_server(environments, settings)
 

@@ -8,6 +8,9 @@ episodes on the same backend the server uses:
              in /logs/agent/oracle.txt), under
              the agent's time limit; then the task is graded: expected 1.0;
   untouched  the task is graded right after setup: expected 0.0.
+
+A grading that could not run (`GradingError`) is kept as that episode's result, so the
+author reads "the verifier could not run" and why, not "the solution scores 0".
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from orsbox.authoring.environment import EnvironmentContext
 from orsbox.authoring.grader import Grade
+from orsbox.errors import GradingError
 from orsbox.formats.harbor.environment import HarborEnvironment
 from orsbox.formats.harbor.images import MAKE_SCRATCH
 from orsbox.formats.harbor.task import HarborTask
@@ -38,11 +42,14 @@ chmod -R a+rX /solution
 """
 
 
+Graded = Grade | GradingError  # a reward, or the grader could not run
+
+
 @dataclass(frozen=True)
 class TaskCheck:
     task: str
-    solution: Grade | None
-    untouched: Grade | None
+    solution: Graded | None
+    untouched: Graded | None
     seconds: float
     error: str | None = None
 
@@ -50,11 +57,17 @@ class TaskCheck:
     def passed(self) -> bool:
         return (
             self.error is None
-            and self.solution is not None
-            and self.untouched is not None
+            and isinstance(self.solution, Grade)
+            and isinstance(self.untouched, Grade)
             and self.solution.reward == 1.0
             and self.untouched.reward == 0.0
         )
+
+    @property
+    def grading_errors(self) -> dict[str, GradingError]:
+        """{"solution" | "untouched": the error} for the episodes whose grading failed."""
+        graded = {"solution": self.solution, "untouched": self.untouched}
+        return {k: v for k, v in graded.items() if isinstance(v, GradingError)}
 
 
 async def check_task(
@@ -72,7 +85,7 @@ async def check_task(
 
 async def _episode(
     env_cls: type[HarborEnvironment], task: HarborTask, backend: SandboxBackend, *, solve: bool
-) -> Grade:
+) -> Graded:
     env = env_cls(task_spec=task.spec())
     session = f"check-{uuid.uuid4().hex[:8]}"
     env.orsbox_context = EnvironmentContext(session_id=session, sandbox_backend=backend)
@@ -80,7 +93,10 @@ async def _episode(
     try:
         if solve:
             await _solve(env, task)
-        return await env.grade()
+        try:
+            return await env.grade()
+        except GradingError as e:
+            return e
     finally:
         await env.teardown()
 

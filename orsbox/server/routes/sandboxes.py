@@ -127,7 +127,13 @@ async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) ->
         # Twice the cap: the first half of what the sandbox keeps is the output's head.
         argv, stdin = body.command()
         result = await sandbox.exec(
-            argv, timeout_s=timeout, output_cap_bytes=2 * max_bytes + 2, stdin=stdin
+            argv,
+            timeout_s=timeout,
+            output_cap_bytes=2 * max_bytes + 2,
+            stdin=stdin,
+            cwd=body.cwd,
+            env=body.env,
+            user=body.user,
         )
     except SandboxError as e:
         return [{"event": "error", "data": f"the command could not run: {e}"}]

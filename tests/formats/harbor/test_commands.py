@@ -24,12 +24,13 @@ def test_harbors_template_task_serves_and_grades(datasets: dict[str, Path], tmp_
             env = client.environment("template-task")
             with env.session(split="test", index=0) as session:
                 assert session.get_prompt()[0].text == ""  # its instruction.md is empty
-                graded = session.call_tool("submit", {})
+                with pytest.raises(RuntimeError) as raised:
+                    session.call_tool("submit", {})
     finally:
         server.stop()
-    # its test.sh (not executable in the wheel; made so, as Harbor does) writes no reward
-    assert (graded.reward, graded.finished) == (0.0, True)
-    assert "no reward file" in graded.blocks[0].text
+    # its test.sh (not executable in the wheel; made so, as Harbor does) writes no reward:
+    # Harbor raises RewardFileNotFoundError, orsbox answers a grading error
+    assert "grading error [no-reward-file]" in str(raised.value)
 
 
 def test_orsbox_run_plays_a_task(
@@ -74,7 +75,10 @@ def test_orsbox_check_fails_a_task_whose_tests_crash(
         "check", str(datasets["episodes"] / "crash"), "--image-map", IMAGE_MAP, env=harbor_env
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert re.search(r"│ crash\s+│ 0\s+│ 0\s+│ FAIL the solution does not score 1.0", done.stdout)
+    assert re.search(
+        r"│ crash\s+│ error\s+│ error\s+│ GRADING ERROR solution: grading error \[no-reward-file\]",
+        done.stdout,
+    )
 
 
 def test_a_failing_dockerfile_names_its_last_lines_and_spares_the_others(

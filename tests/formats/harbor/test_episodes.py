@@ -84,11 +84,11 @@ def test_reward_json_with_several_keys(client: ORS) -> None:
     assert solved.metadata["rewards"] == {"reward": 1, "tests_passed": 3, "style": 0.5}
 
 
-def test_a_crashing_test_sh_scores_zero_with_its_output(client: ORS) -> None:
-    _, graded = play(client, "crash", [SOLVE])
-    text = graded.blocks[0].text
-    assert graded.reward == 0.0 and graded.finished
-    assert "the tests crashed: boom" in text and "no reward file" in text
+def test_a_crashing_test_sh_is_a_grading_error_with_its_output(client: ORS) -> None:
+    with pytest.raises(RuntimeError) as raised:
+        play(client, "crash", [SOLVE])
+    text = str(raised.value)  # Harbor: RewardFileNotFoundError, no reward
+    assert "grading error [no-reward-file]" in text and "the tests crashed: boom" in text
 
 
 def test_a_reward_file_the_agent_wrote_is_not_counted(client: ORS) -> None:
@@ -105,9 +105,9 @@ def test_a_background_writer_is_killed_before_grading(client: ORS) -> None:
     wait = (
         "until [ -s /logs/verifier/reward.txt ]; do sleep 0.01; done; cat /logs/verifier/reward.txt"
     )
-    outputs, graded = play(client, "crash", [writer, wait])
+    outputs, graded = play(client, "hello", [writer, wait])
     assert outputs[1].strip() == "1"  # the writer runs
-    assert graded.reward == 0.0 and "no reward file" in graded.blocks[0].text
+    assert graded.reward == 0.0 and "reward 0 from reward.txt" in graded.blocks[0].text
     assert graded.metadata["processes_killed"] >= 1
 
 
