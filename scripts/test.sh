@@ -19,6 +19,11 @@ if ! command -v haproxy >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy iproute2 >/dev/null
 fi
+# The two-engine pull test's registry, served on loopback (tests/registry.py)
+if ! command -v docker-registry >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null
+fi
 bash scripts/build-images.sh
 ruff check .
 ruff format --check orsbox tests

@@ -79,7 +79,6 @@ DOCKER_REACHES = frozenset(
         "orsbox.cluster.processes",
         "orsbox.formats.harbor.environment",
         "orsbox.formats.harbor.images",
-        "orsbox.formats.swebench.images",
         "orsbox.targets",
     }
 )

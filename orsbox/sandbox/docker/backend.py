@@ -43,7 +43,7 @@ from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
-from orsbox.sandbox.docker.images import build_hint
+from orsbox.sandbox.docker.images import build_hint, pull_image
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
@@ -57,6 +57,7 @@ log = logging.getLogger("orsbox.sandbox.docker")
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
 START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
+PULL_READ_TIMEOUT_S = 600.0  # a pull may print nothing this long (a big layer extracting)
 
 
 def default_server_id() -> str:
@@ -156,6 +157,17 @@ class DockerBackend(SandboxBackend):
         task = asyncio.ensure_future(self._remove_quietly(create.result()))
         self._orphans.add(task)
         task.add_done_callback(self._orphans.discard)
+
+    async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
+        """Into the configured engine, under the image map's name (as `start` would
+        look for it); `progress` is called from a worker thread."""
+        image = self.image_map.rewrite(image) if self.image_map else image
+
+        def pull() -> None:
+            with self.engine.patient_client(PULL_READ_TIMEOUT_S) as client:
+                pull_image(client, image, progress)
+
+        await anyio.to_thread.run_sync(pull)
 
     def _configured(self, spec: SandboxSpec) -> SandboxSpec:
         """`spec` as this engine runs it: its image through the image map, and the

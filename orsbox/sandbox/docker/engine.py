@@ -339,6 +339,20 @@ class Engine:
 
         return await self.run(f"remove image {image}", remove)
 
+    @contextlib.contextmanager
+    def patient_client(self, timeout_s: float) -> Iterator[docker.DockerClient]:
+        """A client to this engine for one long call (a pull), whose reads may wait
+        `timeout_s`: a connection of its own when this engine made its client, else the
+        client it was given."""
+        if not self._owns_client:
+            yield self.client
+            return
+        client = connect(self.address, timeout_s=timeout_s)
+        try:
+            yield client
+        finally:
+            client.close()
+
     def close(self) -> None:
         if self._owns_client and self._client is not None:
             self._client.close()
