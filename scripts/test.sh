@@ -43,4 +43,17 @@ stop_runsc_engine() {
 }
 trap stop_runsc_engine EXIT
 export ORSBOX_REQUIRE_RUNSC="${ORSBOX_REQUIRE_RUNSC:-1}"
+# Podman: its Docker-compatible API as a second real engine for the conformance suite
+# (tests/runtimes.py); the tests fail rather than skip when it is missing. Stopped when
+# the tests end, with the runsc engine.
+bash scripts/start-podman-engine.sh >/dev/null
+stop_podman_engine() {
+    local pid
+    pid="$(cat "${ORSBOX_PODMAN_PIDFILE:-/tmp/orsbox-podman-service.pid}" 2>/dev/null || true)"
+    if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+    fi
+}
+trap 'stop_runsc_engine; stop_podman_engine' EXIT
+export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"
 python3 -m pytest "$@"
