@@ -13,7 +13,8 @@
 # network by default, so Podman adds no firewall rules. Then loads the images the tests
 # need from the main engine (docker save | podman load, named localhost/NAME), skipping
 # any it already holds. Idempotent. Prints the socket it serves (unix://...). Stop it
-# with `kill $(cat $ORSBOX_PODMAN_PIDFILE)`.
+# with `kill $(cat $ORSBOX_PODMAN_PIDFILE)`, then `umount $ORSBOX_PODMAN_ROOT/storage/overlay`
+# (the storage driver's own bind mount outlives the service).
 set -euo pipefail
 
 SOCKET="${ORSBOX_PODMAN_SOCKET:-/var/run/orsbox-podman.sock}"

@@ -53,6 +53,8 @@ stop_podman_engine() {
     if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
         while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
     fi
+    # its storage driver's own bind mount outlives the service
+    umount "${ORSBOX_PODMAN_ROOT:-/var/lib/orsbox-podman}/storage/overlay" 2>/dev/null || true
 }
 trap 'stop_runsc_engine; stop_podman_engine' EXIT
 export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"

@@ -19,20 +19,13 @@ from orsbox.authoring.environment import EnvironmentContext
 from orsbox.errors import SetupFailed
 from orsbox.sandbox import DockerConfig
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.images import image_exists
 from tests.formats.swebench import dataset, images
 from tests.formats.swebench.conftest import Episode, load_one
 from tests.registry import local_registry
 from tests.runtimes import runsc_engine, runtime_available
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
-
-
-def has(client: docker.DockerClient, image: str) -> bool:
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
 
 
 @pytest.fixture
@@ -66,7 +59,9 @@ async def test_a_missing_instance_image_is_pulled_into_the_configured_engine(
     other_engine: docker.DockerClient,
     docker_client: docker.DockerClient,
 ) -> None:
-    assert not has(other_engine, registered) and not has(docker_client, registered)
+    assert not image_exists(other_engine, registered) and not image_exists(
+        docker_client, registered
+    )
     env_cls = load_one(dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v5_row(registered)]))
     backend = DockerBackend(config=DockerConfig(engine=runsc_engine()))
     env = env_cls({"instance_id": "calc__calc-5"})
@@ -78,12 +73,13 @@ async def test_a_missing_instance_image_is_pulled_into_the_configured_engine(
         finally:
             await env.teardown()
         assert "ops.py" in listing, listing
-        assert has(other_engine, registered), "not pulled into the configured engine"
-        assert not has(docker_client, registered), "pulled into the default engine"
+        assert image_exists(other_engine, registered), "not pulled into the configured engine"
+        assert not image_exists(docker_client, registered), "pulled into the default engine"
     finally:
         await backend.close()
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            other_engine.images.remove(registered, force=True)
+        for client in (other_engine, docker_client):  # the default one: if pulled there
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(registered, force=True)
 
 
 async def test_an_image_no_registry_holds_fails_setup_naming_the_configured_engine_pull(
