@@ -18,9 +18,10 @@ import os
 import docker
 import pytest
 
-from orsbox.cli.doctor import INITS, engine_product  # noqa: F401 (re-exported)
+from orsbox.cli.doctor import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox import DockerConfig, Sandbox, SandboxBackend
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.engine import engine_product
 from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
 
 BACKENDS = ["fake", "runc", "runsc", "podman"]

@@ -59,7 +59,7 @@ def report(check: Check) -> None:
 
 
 def engine_check() -> tuple[Check, Any]:
-    from orsbox.sandbox.docker.engine import connect
+    from orsbox.sandbox.docker.engine import connect, engine_product
 
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
@@ -71,15 +71,6 @@ def engine_check() -> tuple[Check, Any]:
             fix += f", or unset DOCKER_HOST / point it at a running engine (it is {where})"
         return Check("Docker engine", False, f"no Docker engine answers at {where}: {e}", fix), None
     return Check("Docker engine", True, f"{engine_product(version)} at {where}"), client
-
-
-def engine_product(version: dict[str, Any]) -> str:
-    """What answers at the engine address, and its version: `Docker 28.2.2`, or
-    `Podman 4.3.1` (its Docker-compatible API names itself among the components)."""
-    for component in version.get("Components") or []:
-        if "podman" in str(component.get("Name", "")).lower():
-            return f"Podman {component.get('Version')}"
-    return f"Docker {version.get('Version')}"
 
 
 def image_checks(client: Any) -> list[Check]:
@@ -179,6 +170,7 @@ def runtime_checks(client: Any) -> list[Check]:
     """Each runtime the engine offers, started with a probe that reads the kernel it
     sees: the host's (namespaces and cgroups only, like runc) or one of its own (gVisor
     says 4.4.0 and boots in dmesg). The configured runtime must be among them."""
+    from orsbox.sandbox.docker.engine import engine_product
     from orsbox.sandbox.docker.images import BASE_IMAGE, image_exists
     from orsbox.settings import Settings
 

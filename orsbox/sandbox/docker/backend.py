@@ -42,7 +42,7 @@ from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
-from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.engine import Engine, engine_product
 from orsbox.sandbox.docker.images import build_hint, pull_image
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox
@@ -95,6 +95,7 @@ class DockerBackend(SandboxBackend):
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
+        self._engine_product: str | None = None  # "Podman 4.3.1": asked once, for a runtime
 
     # -- start
 
@@ -115,6 +116,8 @@ class DockerBackend(SandboxBackend):
             disk = await self._disk_plan(spec)
             tmpfs = disk.tmpfs() if disk else None
             runtime = self.runtime_for(spec)
+            if runtime is not None:
+                await self._refuse_an_ignored_runtime(runtime)
             options = container_options(
                 spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime
             )
@@ -189,6 +192,19 @@ class DockerBackend(SandboxBackend):
                 "with --network=none); run environments that need one under runc"
             )
         return runtime
+
+    async def _refuse_an_ignored_runtime(self, runtime: str) -> None:
+        """Podman's Docker-compatible API ignores the runtime a container asks for
+        (docs/backends.md): a sandbox meant for gVisor would silently run under runc.
+        Refused instead; the engine is asked what it is once."""
+        if self._engine_product is None:
+            version = await self.engine.run("version", lambda: self.engine.client.version())
+            self._engine_product = engine_product(version)
+        if self._engine_product.startswith("Podman"):
+            raise SandboxStartError(
+                f"runtime {runtime}: the engine is {self._engine_product}, whose Docker "
+                "API ignores the runtime a container asks for; use a Docker engine for it"
+            )
 
     async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
         if spec.limits.disk_bytes is None:

@@ -358,6 +358,15 @@ class Engine:
             self._client.close()
 
 
+def engine_product(version: dict[str, Any]) -> str:
+    """What answers at an engine address, and its version: `Docker 28.2.2`, or
+    `Podman 4.3.1` (its Docker-compatible API names itself among the components)."""
+    for component in version.get("Components") or []:
+        if "podman" in str(component.get("Name", "")).lower():
+            return f"Podman {component.get('Version')}"
+    return f"Docker {version.get('Version')}"
+
+
 def connect(address: str | None = None, timeout_s: float = DOCKER_TIMEOUT_S) -> docker.DockerClient:
     """The one place a docker client is made: `address` or, when None, the environment's
     (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)."""
