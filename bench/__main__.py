@@ -31,6 +31,7 @@ from bench import (
     protocol,
     recording,
     roundtrip,
+    server_image,
     swebench,
     throughput,
 )
@@ -53,6 +54,7 @@ PARTS = {
     "recording": recording,
     "cluster": cluster,
     "gvisor": gvisor,
+    "server_image": server_image,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -5,6 +5,7 @@ Also `ensure_images`, which `serve` and `run` call to build only what is missing
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -171,6 +172,15 @@ def build(
     missing_only: Annotated[
         bool, typer.Option("--missing-only", help="skip images that already exist")
     ] = False,
+    server: Annotated[
+        bool,
+        typer.Option(
+            "--server",
+            help="build the deployment's images instead: orsbox/server:latest (the "
+            "top-level Dockerfile, from wheels made here: no network inside the build) "
+            "and orsbox/router:latest (deploy/router)",
+        ),
+    ] = False,
     dataset: FormatOptions | None = None,
 ) -> None:
     """Build sandbox images, parents first.
@@ -178,9 +188,14 @@ def build(
     orsbox/base comes before orsbox/swe, which comes before the environments built on
     it. Builds use the engine's cache, so rebuilding an unchanged image takes seconds.
     Without a registry the root image starts from a Debian base made locally with
-    mmdebstrap; set BASE_IMAGE=debian:bookworm-slim to start from the registry's."""
+    mmdebstrap; set BASE_IMAGE=debian:bookworm-slim to start from the registry's.
+    `--server` builds the server's image the same way (BASE_IMAGE=python:3.11-slim for
+    the registry's base)."""
     from orsbox.sandbox.docker.images import image_exists
 
+    if server:
+        build_server_image(docker_client())
+        return
     if paths:
         tags, recipes = _requested(paths, dataset or FormatOptions())
     else:
@@ -200,3 +215,18 @@ def build(
         console.print("Every image is there.")
         return
     run_plan(client, plan)
+
+
+def build_server_image(client: Any) -> None:
+    """orsbox/server:latest from a throw-away context holding the wheels made here, and
+    the router beside it (orsbox.cluster.images)."""
+    from orsbox.cluster.images import router_recipe, server_recipe
+
+    with tempfile.TemporaryDirectory(prefix="orsbox-server-") as folder:
+        with console.status("orsbox/server: pip wheel on the host (orsbox and its dependencies)"):
+            try:
+                server = server_recipe(Path(folder), lambda line: None)
+            except OrsboxError as e:
+                console.print(f"[red]error:[/red] {escape(str(e))}")
+                raise typer.Exit(1) from None
+        run_plan(client, [server, router_recipe()])

@@ -43,6 +43,7 @@ class ImageRecipe:
     base_image: str | None = None  # None: the Dockerfile's own default
     origin: str = ""  # what declares it, for messages: a folder or a manifest
     timeout_s: float = BUILD_TIMEOUT_S  # a task may set its own (Harbor's build_timeout_sec)
+    network_mode: str | None = None  # "none": the build's RUN steps get no network at all
 
 
 def has_image(client: docker.DockerClient, reference: str) -> bool:
@@ -114,6 +115,7 @@ def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog)
             dockerfile=str(recipe.dockerfile),
             tag=recipe.tag,
             buildargs=args,
+            network_mode=recipe.network_mode,
             rm=True,
             forcerm=True,
             decode=True,
