@@ -19,6 +19,11 @@ if ! command -v haproxy >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy iproute2 >/dev/null
 fi
+# The two-engine pull test's registry, served on loopback (tests/registry.py)
+if ! command -v docker-registry >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null
+fi
 bash scripts/build-images.sh
 # The deployment (tests/deploy, README "Running the server in Docker"): the server and
 # router images, built without network inside the build, and Debian's docker-compose
@@ -55,4 +60,19 @@ stop_runsc_engine() {
 }
 trap stop_runsc_engine EXIT
 export ORSBOX_REQUIRE_RUNSC="${ORSBOX_REQUIRE_RUNSC:-1}"
+# Podman: its Docker-compatible API as a second real engine for the conformance suite
+# (tests/runtimes.py); the tests fail rather than skip when it is missing. Stopped when
+# the tests end, with the runsc engine.
+bash scripts/start-podman-engine.sh >/dev/null
+stop_podman_engine() {
+    local pid
+    pid="$(cat "${ORSBOX_PODMAN_PIDFILE:-/tmp/orsbox-podman-service.pid}" 2>/dev/null || true)"
+    if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+    fi
+    # its storage driver's own bind mount outlives the service
+    umount "${ORSBOX_PODMAN_ROOT:-/var/lib/orsbox-podman}/storage/overlay" 2>/dev/null || true
+}
+trap 'stop_runsc_engine; stop_podman_engine' EXIT
+export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"
 python3 -m pytest "$@"

@@ -1,8 +1,13 @@
-"""The runtimes the sandbox tests run under, and their documented differences.
+"""The backends the sandbox conformance suite runs on, and their documented differences.
 
-runc runs on the engine tests/conftest.py's `docker_client` reaches. runsc (gVisor)
-runs on a private engine (scripts/start-runsc-engine.sh, at `RUNSC_ENGINE`): CI starts
-it and sets ORSBOX_REQUIRE_RUNSC=1, so a missing one fails there instead of skipping.
+`fake` is host processes (`orsbox.sandbox.fake`). `runc` runs on the engine
+tests/conftest.py's `docker_client` reaches. `runsc` (gVisor) runs on a private engine
+(scripts/start-runsc-engine.sh, at `RUNSC_ENGINE`), `podman` on Podman's Docker-compatible
+API (scripts/start-podman-engine.sh, at `PODMAN_ENGINE`), both through the same Docker
+backend with only the engine address (and the runtime) changed. CI starts both and sets
+ORSBOX_REQUIRE_RUNSC=1 and ORSBOX_REQUIRE_PODMAN=1, so a missing one fails there instead
+of skipping. A test that cannot hold on one of them calls `differs(backend, name)`: a
+skip naming the difference, from the tables below.
 """
 
 from __future__ import annotations
@@ -13,12 +18,34 @@ import os
 import docker
 import pytest
 
-from orsbox.sandbox import DockerConfig
+from orsbox.cli.doctor import INITS  # noqa: F401 (re-exported)
+from orsbox.sandbox import DockerConfig, Sandbox, SandboxBackend
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.engine import engine_product
+from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
 
-RUNTIMES = ["runc", "runsc"]
+BACKENDS = ["fake", "runc", "runsc", "podman"]
 RUNSC_ENGINE = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
 REQUIRE_RUNSC = "ORSBOX_REQUIRE_RUNSC"  # scripts/test.sh (CI) sets it to 1
+PODMAN_ENGINE = "unix://" + os.environ.get("ORSBOX_PODMAN_SOCKET", "/var/run/orsbox-podman.sock")
+REQUIRE_PODMAN = "ORSBOX_REQUIRE_PODMAN"  # scripts/test.sh (CI) sets it to 1
+
+FAKE_DIFFERENCES = {
+    "timeout-keeps-state": "a timeout restarts the fake's shell: its state is lost",
+    "users": "the fake runs everything as the test's own user",
+    "limits": "the fake enforces no limits (memory, pids, network, mounts, read-only root)",
+    "paths": "the fake's absolute paths are the host's (no /workspace; /etc is the host's)",
+    "shell-messages": "the fake's shell, killed or restarted under a running command, "
+    "reports that the shell exited and a fresh one started",
+    "sentinel": "the fake's shell protocol is its own (no __orsbox_p to forge)",
+    "no-container": "the fake has no container to inspect from outside",
+    "cleared-environment": "the fake finds a sandbox's processes by a marker in their "
+    "environment: a process started with `env -i` escapes it",
+}
+PODMAN_DIFFERENCES = {
+    "networked-sandboxes": "the private Podman service's tests start no sandbox with a "
+    "network: its bridge would add firewall rules to a host shared with other engines",
+}
 
 # What holds under runc but not under gVisor, by name (docs/gvisor.md says more).
 GVISOR_DIFFERENCES = {
@@ -59,15 +86,39 @@ def _runsc_answers() -> str | None:
     return None
 
 
+@functools.cache
+def _podman_answers() -> str | None:
+    """None when Podman's service answers at `PODMAN_ENGINE`; else why not."""
+    try:
+        client = docker.DockerClient(base_url=PODMAN_ENGINE, timeout=10)
+        try:
+            version = client.version()
+        finally:
+            client.close()
+    except docker.errors.DockerException as e:
+        return f"no engine answers at {PODMAN_ENGINE}: {e}"
+    if not engine_product(version).startswith("Podman"):
+        return f"the engine at {PODMAN_ENGINE} is not Podman but {engine_product(version)}"
+    return None
+
+
+# backend -> (why its engine is missing, the script that starts it, the CI variable)
+ENGINE_CHECKS = {
+    "runsc": (_runsc_answers, "scripts/start-runsc-engine.sh", REQUIRE_RUNSC),
+    "podman": (_podman_answers, "scripts/start-podman-engine.sh", REQUIRE_PODMAN),
+}
+
+
 def runtime_available(runtime: str) -> None:
     """Skip (fail in CI) when `runtime`'s engine is missing."""
-    if runtime != "runsc":
+    if runtime not in ENGINE_CHECKS:
         return
-    why = _runsc_answers()
+    check, script, required = ENGINE_CHECKS[runtime]
+    why = check()
     if why is None:
         return
-    message = f"{why} (start one with scripts/start-runsc-engine.sh)"
-    if os.environ.get(REQUIRE_RUNSC) == "1":
+    message = f"{why} (start one with {script})"
+    if os.environ.get(required) == "1":
         pytest.fail(message)
     pytest.skip(message)
 
@@ -76,10 +127,44 @@ def docker_backend(runtime: str, **options: object) -> DockerBackend:
     if runtime == "runsc":
         config = DockerConfig(engine=RUNSC_ENGINE, runtime="runsc")
         return DockerBackend(config=config, **options)  # type: ignore[arg-type]
+    if runtime == "podman":
+        return DockerBackend(config=DockerConfig(engine=PODMAN_ENGINE), **options)  # type: ignore[arg-type]
     return DockerBackend(**options)  # type: ignore[arg-type]
 
 
-def differs(backend: DockerBackend, name: str) -> None:
-    """Skip a test that cannot hold under this backend's runtime, naming the difference."""
+def conformance_backend(name: str) -> SandboxBackend:
+    """One of `BACKENDS`, ready to start sandboxes (or skipped, naming what is missing)."""
+    if name == "fake":
+        return FakeBackend()
+    runtime_available(name)
+    return docker_backend(name)
+
+
+def differences_of(backend: SandboxBackend) -> tuple[str, dict[str, str]]:
+    """Who `backend` is, for messages, and what it documents as different."""
+    if isinstance(backend, FakeBackend):
+        return "fake", FAKE_DIFFERENCES
+    assert isinstance(backend, DockerBackend)
     if backend.config.runtime == "runsc":
-        pytest.skip(f"gVisor difference {name!r}: {GVISOR_DIFFERENCES[name]}")
+        return "gVisor", GVISOR_DIFFERENCES
+    if backend.config.engine == PODMAN_ENGINE:
+        return "Podman", PODMAN_DIFFERENCES
+    return "runc", {}
+
+
+def differs(backend: SandboxBackend, name: str) -> None:
+    """Skip a test that cannot hold on this backend, naming the difference."""
+    known = (FAKE_DIFFERENCES, GVISOR_DIFFERENCES, PODMAN_DIFFERENCES)
+    assert any(name in table for table in known), f"no documented difference {name!r}"
+    who, differences = differences_of(backend)
+    if name in differences:
+        pytest.skip(f"{who} difference {name!r}: {differences[name]}")
+
+
+async def processes(sandbox: Sandbox) -> str:
+    """The sandbox's process table (`ps -o pid,ppid,stat,args`, header included); for
+    the fake, only the host processes carrying its marker (the host's table is shared)."""
+    if isinstance(sandbox, FakeSandbox):
+        pids = ",".join(map(str, marked(MARKER, sandbox.id)))
+        return (await sandbox.exec(["ps", "-o", "pid,ppid,stat,args", "-p", pids])).output
+    return (await sandbox.exec(["ps", "-eo", "pid,ppid,stat,args"])).output

@@ -17,6 +17,7 @@ Exceptions mean the sandbox itself failed (`SandboxGone` when it died under us).
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -274,6 +275,12 @@ class SandboxBackend(abc.ABC):
         """None when the backend can start sandboxes; else a one-line reason."""
         return None
 
+    async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
+        """Fetch `image` from its registry into the engine this backend starts sandboxes
+        on (a dataset's instance image missing when its episode starts), calling
+        `progress` with a line now and then. Raises `SandboxError` saying why not."""
+        raise SandboxError(f"{type(self).__name__} cannot pull images")
+
 
 class BackendWrapper(SandboxBackend):
     """A backend in front of another (the warm pool, the metered backend): every part of
@@ -311,3 +318,6 @@ class BackendWrapper(SandboxBackend):
 
     async def health(self) -> str | None:
         return await self.backend.health()
+
+    async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
+        await self.backend.pull_image(image, progress)

@@ -48,6 +48,7 @@ MARKER = "ORSBOX_FAKE_SANDBOX"
 SHELL_MARKER = "ORSBOX_FAKE_SHELL"
 EXEC_MARKER = "ORSBOX_FAKE_EXEC"
 READ_CHUNK = 65536
+EXIT_POLL_S = 0.005
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -102,6 +103,14 @@ async def read_capped(
         pending = data[-keep:] if len(data) > keep else data
     capture.add(pending)
     return None
+
+
+async def exited(process: asyncio.subprocess.Process) -> int:
+    """The exit status as soon as the process ends. (Python 3.11's `wait()` also waits
+    for the process's pipes to close, which a background child it left keeps open.)"""
+    while process.returncode is None:
+        await asyncio.sleep(EXIT_POLL_S)
+    return process.returncode
 
 
 class FakeSandbox(Sandbox):
@@ -259,7 +268,7 @@ class FakeSandbox(Sandbox):
             process.stdin.close()
         try:
             with anyio.fail_after(timeout_s):
-                code: int | None = await process.wait()
+                code: int | None = await exited(process)
         except TimeoutError:
             await anyio.to_thread.run_sync(kill_marked, EXEC_MARKER, rid)
             code = None

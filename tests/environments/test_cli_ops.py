@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import uuid
 from collections.abc import Iterator
@@ -13,14 +14,14 @@ import pytest
 
 from orsbox.sandbox.docker import labels as L
 from tests.environments.conftest import orsbox
-from tests.runtimes import RUNSC_ENGINE, runtime_available
+from tests.runtimes import PODMAN_ENGINE, RUNSC_ENGINE, runtime_available
 
 
 def test_doctor_finds_everything_in_order(bundled_images: None) -> None:
     done = orsbox("doctor")
     assert done.returncode == 0, done.stdout
     for line in (
-        "Docker engine",
+        "ok   Docker engine: Docker ",
         "image orsbox/swe:latest: present",
         "memory limit: enforced",
         "pids limit: enforced",
@@ -84,3 +85,20 @@ def test_doctor_probes_each_runtime_the_engine_offers(bundled_images: None) -> N
     assert f"runtime runc: shares the host's kernel {os.uname().release}" in done.stdout
     runsc = next(line for line in done.stdout.splitlines() if "runtime runsc:" in line)
     assert "its own kernel" in runsc and "gVisor" in runsc, runsc
+
+
+def test_doctor_names_podman_and_that_it_ignores_runtimes() -> None:
+    """On Podman's service (scripts/start-podman-engine.sh): doctor says which engine
+    answers, sees Podman's init, and fails a configured runtime, which Podman's
+    Docker-compatible API would silently not apply. (It holds only the base image.)"""
+    runtime_available("podman")
+    env = {**os.environ, "DOCKER_HOST": PODMAN_ENGINE, "COLUMNS": "250"}
+    done = orsbox("doctor", env=env)
+    assert re.search(rf"ok   Docker engine: Podman 4\.\d+\.\d+ at {PODMAN_ENGINE}", done.stdout)
+    assert "ok   init process: PID 1 is podman-init" in done.stdout, done.stdout
+    assert "ok   no network: interfaces: lo" in done.stdout
+    assert "ok   runtimes: Podman runs every container under its default OCI runtime" in done.stdout
+    gvisor = {**env, "ORSBOX_BACKEND": '{"type": "docker", "runtime": "runsc"}'}
+    done = orsbox("doctor", env=gvisor)
+    assert done.returncode == 1
+    assert "FAIL runtime runsc: configured, but ignored" in done.stdout, done.stdout

@@ -1,11 +1,11 @@
 """Fixtures for the sandbox tests: a backend and a sandbox. The Docker client, the base
 image and the no-leftover check live in tests/conftest.py.
 
-The conformance modules (marked `conformance`: the persistent shell, exec and files,
-parts of the lifecycle) run once per runtime in `tests/runtimes.py`: runc on the main
-engine, runsc (gVisor) on the private engine scripts/start-runsc-engine.sh starts. A
-test that cannot hold under one runtime calls `differs(backend, name)`, a skip naming
-the documented difference (`GVISOR_DIFFERENCES`, docs/gvisor.md)."""
+The conformance modules (marked `conformance`: the contract, the persistent shell, exec
+and files) run once per backend in `tests/runtimes.py` (`BACKENDS`): the fake, runc on
+the main engine, runsc (gVisor) and Podman on private engines. A test that cannot hold
+on one of them calls `differs(backend, name)`, a skip naming the documented difference
+(docs/gvisor.md, docs/backends.md). Other modules get runc."""
 
 from __future__ import annotations
 
@@ -13,15 +13,21 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from orsbox.sandbox import SandboxSpec
-from orsbox.sandbox.docker import DockerBackend, DockerSandbox
-from tests.runtimes import RUNTIMES, docker_backend, runtime_available
+from orsbox.sandbox import Sandbox, SandboxBackend, SandboxSpec
+from orsbox.sandbox.fake import MARKER, FakeSandbox, marked
+from tests.runtimes import BACKENDS, conformance_backend
+
+BASE_IMAGE = "orsbox/base:latest"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     conformance = metafunc.definition.get_closest_marker("conformance") is not None
     if conformance and "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", RUNTIMES, indirect=True)
+        params = [
+            pytest.param(name, marks=pytest.mark.fake if name == "fake" else pytest.mark.docker)
+            for name in BACKENDS
+        ]
+        metafunc.parametrize("backend", params, indirect=True)
 
 
 @pytest.fixture
@@ -30,14 +36,19 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def backend(request: pytest.FixtureRequest, base_image: str) -> AsyncIterator[DockerBackend]:
-    runtime = getattr(request, "param", "runc")
-    runtime_available(runtime)
-    backend = docker_backend(runtime)
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBackend]:
+    name = getattr(request, "param", "runc")
+    if name != "fake":
+        request.getfixturevalue("base_image")
+    backend = conformance_backend(name)
     yield backend
     await backend.close()
 
 
 @pytest.fixture
-async def sandbox(backend: DockerBackend, base_image: str) -> DockerSandbox:
-    return await backend.start(SandboxSpec(image=base_image, session_id="test"))
+async def sandbox(backend: SandboxBackend) -> AsyncIterator[Sandbox]:
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, session_id="test"))
+    yield sandbox
+    await sandbox.close()
+    if isinstance(sandbox, FakeSandbox):
+        assert marked(MARKER, sandbox.id) == [], "the fake left processes behind"

@@ -1,12 +1,12 @@
 """The sandbox contract (`orsbox.sandbox.base`), one suite for every backend: the fake
-(host processes, `orsbox.sandbox.fake`), Docker with runc and Docker with runsc. Only the
-`Sandbox` interface is used, so a new backend joins by adding a case to `BACKENDS`.
+(host processes, `orsbox.sandbox.fake`), Docker with runc, with runsc, and Podman. Only
+the `Sandbox` interface is used, so a new backend joins by adding a case to `BACKENDS`
+(tests/runtimes.py, with test_shell.py and test_exec_files.py on the same fixture).
 Where a backend differs, the test skips naming the difference (tests/runtimes.py)."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,45 +14,11 @@ import pytest
 from orsbox.errors import SandboxFileError, SandboxGone
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
-from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
-from tests.runtimes import docker_backend, runtime_available
+from orsbox.sandbox.fake import FakeSandbox
+from tests.runtimes import differs
 from tests.waiting import wait_until_async
 
-pytestmark = pytest.mark.anyio
-
-BACKENDS = ["fake", "runc", "runsc"]
-FAKE_DIFFERENCES = {
-    "timeout-keeps-state": "a timeout restarts the fake's shell: its state is lost",
-    "users": "the fake runs everything as the test's own user",
-}
-
-
-def fake_differs(backend: SandboxBackend, name: str) -> None:
-    if isinstance(backend, FakeBackend):
-        pytest.skip(f"fake difference {name!r}: {FAKE_DIFFERENCES[name]}")
-
-
-@pytest.fixture(params=BACKENDS)
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBackend]:
-    if request.param == "fake":
-        backend: SandboxBackend = FakeBackend()
-        request.applymarker(pytest.mark.fake)
-    else:
-        request.getfixturevalue("base_image")
-        request.node.add_marker(pytest.mark.docker)
-        runtime_available(request.param)
-        backend = docker_backend(request.param)
-    yield backend
-    await backend.close()
-
-
-@pytest.fixture
-async def sandbox(backend: SandboxBackend) -> AsyncIterator[Sandbox]:
-    sandbox = await backend.start(SandboxSpec(image="orsbox/base:latest", session_id="contract"))
-    yield sandbox
-    await sandbox.close()
-    if isinstance(sandbox, FakeSandbox):
-        assert marked(MARKER, sandbox.id) == [], "the fake left processes behind"
+pytestmark = [pytest.mark.anyio, pytest.mark.conformance]
 
 
 async def scratch(sandbox: Sandbox) -> str:
@@ -106,7 +72,7 @@ async def test_shell_timeout_kills_the_tree(backend: SandboxBackend, sandbox: Sa
     assert "timed out" in result.output
     assert not await running(sandbox, child) and not await running(sandbox, escapee)
     assert (await sandbox.shell("echo ok")).output.endswith("ok\n")
-    fake_differs(backend, "timeout-keeps-state")
+    differs(backend, "timeout-keeps-state")
     await sandbox.shell("export KEPT=1")
     await sandbox.shell("sleep 300", timeout_s=1)
     assert (await sandbox.shell("echo $KEPT")).output.endswith("1\n")

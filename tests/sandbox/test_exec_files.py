@@ -1,4 +1,5 @@
-"""One-off commands and files in a Docker sandbox, against the real engine."""
+"""One-off commands and files, on every backend of the conformance suite
+(tests/runtimes.py): the fake, runc, runsc and Podman, through the `Sandbox` interface."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ from pathlib import Path
 import pytest
 
 from orsbox.errors import SandboxFileError, SandboxStartError
-from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker import DockerBackend, DockerSandbox
-from tests.runtimes import differs
+from orsbox.sandbox import HostMount, Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend
+from tests.runtimes import INITS, differs, processes
+from tests.sandbox.conftest import BASE_IMAGE
 from tests.waiting import wait_until_async
 
-pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.conformance]
+pytestmark = [pytest.mark.anyio, pytest.mark.conformance]
 
 
-async def test_exec_argv_string_env_cwd_stdin(sandbox: DockerSandbox) -> None:
+async def test_exec_argv_string_env_cwd_stdin(sandbox: Sandbox) -> None:
     assert (await sandbox.exec(["echo", "a b", "$HOME"])).output == "a b $HOME\n"
     result = await sandbox.exec(
         "echo $FOO; pwd; cat; exit 4", env={"FOO": "bar"}, cwd="/tmp", stdin=b"in\n"
@@ -27,11 +29,11 @@ async def test_exec_argv_string_env_cwd_stdin(sandbox: DockerSandbox) -> None:
     assert missing.exit_code == 127
 
 
-async def shell_sleeping(sandbox: DockerSandbox) -> bool:
-    return "sleep 1" in (await sandbox.exec(["ps", "-eo", "args"])).output
+async def shell_sleeping(sandbox: Sandbox) -> bool:
+    return "sleep 1" in await processes(sandbox)
 
 
-async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: DockerSandbox) -> None:
+async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: Sandbox) -> None:
     import anyio
 
     await sandbox.shell("export ONLY_IN_SHELL=1")
@@ -52,35 +54,39 @@ async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: DockerS
     assert results["shell"].output == "slow\n"  # type: ignore[attr-defined]
 
 
-async def test_exec_timeout_kills_its_tree(sandbox: DockerSandbox) -> None:
+async def test_exec_timeout_kills_its_tree(sandbox: Sandbox) -> None:
     start = time.monotonic()
     result = await sandbox.exec("bash -c 'trap \"\" TERM; sleep 310' & sleep 311", timeout_s=1)
     assert time.monotonic() - start < 2.5
     assert result.timed_out and result.exit_code is None and "timed out" in result.output
-    ps = (await sandbox.exec(["ps", "-eo", "args"])).output
+    ps = await processes(sandbox)
     assert "sleep 310" not in ps and "sleep 311" not in ps
 
 
 async def test_exec_returns_when_the_process_exits_despite_background_children(
-    sandbox: DockerSandbox,
+    sandbox: Sandbox,
 ) -> None:
     start = time.monotonic()
     result = await sandbox.exec("sleep 60 & echo done")
     assert result.output == "done\n" and time.monotonic() - start < 2
 
 
-async def test_exec_as_another_user(sandbox: DockerSandbox) -> None:
+async def test_exec_as_another_user(backend: SandboxBackend, sandbox: Sandbox) -> None:
+    differs(backend, "users")
     assert (await sandbox.exec(["id", "-un"])).output == "orsbox\n"
     assert (await sandbox.exec(["id", "-un"], user="root")).output == "root\n"
 
 
-async def test_exec_output_is_capped(sandbox: DockerSandbox) -> None:
+async def test_exec_output_is_capped(sandbox: Sandbox) -> None:
     result = await sandbox.exec("head -c 1000000 /dev/zero", output_cap_bytes=1000)
     assert result.truncated and result.output_bytes == 1_000_000
     assert len(result.output.encode()) < 1200
 
 
-async def test_files_round_trip_binary_and_paths_with_spaces(sandbox: DockerSandbox) -> None:
+async def test_files_round_trip_binary_and_paths_with_spaces(
+    backend: SandboxBackend, sandbox: Sandbox
+) -> None:
+    differs(backend, "paths")
     data = bytes(range(256)) * 64 + b"\r\n\x00"
     await sandbox.write_file("/workspace/a folder/deeper still/file name.bin", data)
     assert await sandbox.read_file("/workspace/a folder/deeper still/file name.bin") == data
@@ -96,13 +102,15 @@ async def test_files_round_trip_binary_and_paths_with_spaces(sandbox: DockerSand
     assert await sandbox.read_file("/tmp/empty") == b""
 
 
-async def test_large_file_round_trip(sandbox: DockerSandbox) -> None:
+async def test_large_file_round_trip(backend: SandboxBackend, sandbox: Sandbox) -> None:
+    differs(backend, "paths")
     data = os.urandom(50 * 1024 * 1024)
     await sandbox.write_file("/tmp/big", data)
     assert await sandbox.read_file("/tmp/big") == data
 
 
-async def test_file_errors_are_clear(sandbox: DockerSandbox) -> None:
+async def test_file_errors_are_clear(backend: SandboxBackend, sandbox: Sandbox) -> None:
+    differs(backend, "paths")
     cases = {
         "no such file: /nope/x": sandbox.read_file("/nope/x"),
         "is a directory: /tmp": sandbox.read_file("/tmp"),
@@ -120,7 +128,8 @@ async def test_file_errors_are_clear(sandbox: DockerSandbox) -> None:
         await sandbox.write_file("/tmp/plain/below", b"x")
 
 
-async def test_copy_in(sandbox: DockerSandbox, tmp_path: Path) -> None:
+async def test_copy_in(backend: SandboxBackend, sandbox: Sandbox, tmp_path: Path) -> None:
+    differs(backend, "paths")
     (tmp_path / "sub").mkdir()
     (tmp_path / "top.txt").write_text("top")
     (tmp_path / "sub" / "inner.bin").write_bytes(b"\x00\x01")
@@ -131,27 +140,26 @@ async def test_copy_in(sandbox: DockerSandbox, tmp_path: Path) -> None:
     assert owner.output == "orsbox\n"
 
 
-async def test_only_loopback_without_network(
-    backend: DockerBackend, sandbox: DockerSandbox
-) -> None:
+async def test_only_loopback_without_network(backend: SandboxBackend, sandbox: Sandbox) -> None:
+    differs(backend, "limits")
     differs(backend, "network")
     assert (await sandbox.shell("ls /sys/class/net")).output == "lo\n"
 
 
-async def test_network_when_asked(backend: DockerBackend, base_image: str) -> None:
-    if backend.config.runtime == "runsc":  # refused at start, not started without one
-        spec = SandboxSpec(image=base_image, limits=SandboxLimits(network=True))
+async def test_network_when_asked(backend: SandboxBackend) -> None:
+    differs(backend, "limits")
+    differs(backend, "networked-sandboxes")
+    if is_runsc(backend):  # refused at start, not started without one
+        spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(network=True))
         with pytest.raises(SandboxStartError, match="no network"):
             await backend.start(spec)
         differs(backend, "network")
-    sandbox = await backend.start(SandboxSpec(image=base_image, limits=SandboxLimits(network=True)))
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(network=True)))
     interfaces = (await sandbox.shell("ls /sys/class/net")).output.split()
     assert "lo" in interfaces and len(interfaces) > 1
 
 
-async def test_host_mounts_read_only_unless_asked(
-    backend: DockerBackend, base_image: str, tmp_path: Path
-) -> None:
+async def test_host_mounts_read_only_unless_asked(backend: SandboxBackend, tmp_path: Path) -> None:
     data, scratch = tmp_path / "data", tmp_path / "scratch"
     data.mkdir()
     (data / "set.txt").write_text("dataset")
@@ -161,42 +169,48 @@ async def test_host_mounts_read_only_unless_asked(
         HostMount(source=str(data), target="/data"),
         HostMount(source=str(scratch), target="/scratch", read_only=False),
     )
-    spec = SandboxSpec(image=base_image, limits=SandboxLimits(mounts=mounts))
+    differs(backend, "limits")
+    spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(mounts=mounts))
     sandbox = await backend.start(spec)
     assert await sandbox.read_file("/data/set.txt") == b"dataset"
-    refused = "permission denied" if backend.config.runtime == "runsc" else "read-only file system"
+    refused = "permission denied" if is_runsc(backend) else "read-only file system"
     with pytest.raises(SandboxFileError, match=refused):  # gVisor answers EACCES, not EROFS
         await sandbox.write_file("/data/new.txt", b"x")
     await sandbox.write_file("/scratch/out.txt", b"written")
     assert (scratch / "out.txt").read_bytes() == b"written"
 
 
-async def test_privileged_and_host_network_when_asked(
-    backend: DockerBackend, base_image: str
-) -> None:
+async def test_privileged_and_host_network_when_asked(backend: SandboxBackend) -> None:
     """What only an operator can allow (`orsbox.server.policy`) does reach docker."""
+    differs(backend, "limits")
     differs(backend, "privileged")
     limits = SandboxLimits(privileged=True, network="host")
-    sandbox = await backend.start(SandboxSpec(image=base_image, limits=limits))
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, limits=limits))
     bounding = (await sandbox.shell("grep CapBnd /proc/self/status")).output
     assert "CapBnd:\t0000000000000000" not in bounding, bounding
     inside = (await sandbox.shell("ls /sys/class/net")).output.split()
     assert "docker0" in inside, inside  # the engine's bridge: only the host has it
 
 
-async def test_hardening_defaults(backend: DockerBackend, sandbox: DockerSandbox) -> None:
+async def test_hardening_defaults(backend: SandboxBackend, sandbox: Sandbox) -> None:
+    differs(backend, "users")
     status = (await sandbox.shell("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")).output
     assert "CapEff:\t0000000000000000" in status
-    if backend.config.runtime != "runsc":  # gVisor's /proc/self/status has no NoNewPrivs
+    if not is_runsc(backend):  # gVisor's /proc/self/status has no NoNewPrivs
         assert "NoNewPrivs:\t1" in status
     assert (await sandbox.shell("id -un; pwd")).output == "orsbox\n/workspace\n"
-    assert (await sandbox.shell("ps -o comm= -p 1")).output.strip() in {"docker-init", "tini"}
+    assert (await sandbox.shell("ps -o comm= -p 1")).output.strip() in INITS
 
 
-async def test_read_only_root(backend: DockerBackend, base_image: str) -> None:
-    spec = SandboxSpec(image=base_image, limits=SandboxLimits(read_only_root=True))
+async def test_read_only_root(backend: SandboxBackend) -> None:
+    differs(backend, "limits")
+    spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(read_only_root=True))
     sandbox = await backend.start(spec)
     with pytest.raises(SandboxFileError, match="read-only file system"):
         await sandbox.write_file("/workspace/x", b"x")
     await sandbox.write_file("/tmp/x", b"x")
     assert (await sandbox.shell("cat /tmp/x")).output == "x"
+
+
+def is_runsc(backend: SandboxBackend) -> bool:
+    return isinstance(backend, DockerBackend) and backend.config.runtime == "runsc"

@@ -1,4 +1,5 @@
-"""The persistent shell of a Docker sandbox, against the real engine."""
+"""The persistent shell, on every backend of the conformance suite (tests/runtimes.py):
+the fake, runc, runsc and Podman, through the `Sandbox` interface."""
 
 from __future__ import annotations
 
@@ -9,30 +10,27 @@ import anyio
 import pytest
 
 from orsbox.errors import SandboxGone
-from orsbox.sandbox import SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker import DockerBackend, DockerSandbox
-from tests.runtimes import differs
+from orsbox.sandbox import Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend
+from tests.runtimes import INITS, differs, processes
+from tests.sandbox.conftest import BASE_IMAGE
 from tests.waiting import wait_until_async
 
-pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.conformance]
+pytestmark = [pytest.mark.anyio, pytest.mark.conformance]
 
 
-async def processes(sandbox: DockerSandbox) -> str:
-    return (await sandbox.exec(["ps", "-eo", "pid,ppid,stat,args"])).output
-
-
-async def running(sandbox: DockerSandbox, *commands: str) -> bool:
+async def running(sandbox: Sandbox, *commands: str) -> bool:
     """Every one of `commands` shows in the sandbox's process table."""
     table = await processes(sandbox)
     return all(command in table for command in commands)
 
 
-async def at_most(sandbox: DockerSandbox, lines: int) -> bool:
+async def at_most(sandbox: Sandbox, lines: int) -> bool:
     """The process table (header included) is down to `lines` lines."""
     return len((await processes(sandbox)).splitlines()) <= lines
 
 
-async def test_state_persists_between_calls(sandbox: DockerSandbox) -> None:
+async def test_state_persists_between_calls(sandbox: Sandbox) -> None:
     setup = (
         "export GREETING=hello; cd /tmp; mkdir -p deep/er && cd deep/er; "
         'greet() { echo "$GREETING $1"; }; declare -A colours=([sky]=blue); declare -i n=41'
@@ -45,7 +43,7 @@ async def test_state_persists_between_calls(sandbox: DockerSandbox) -> None:
     assert result.exit_code == 0
 
 
-async def test_exit_codes_stderr_and_syntax_errors(sandbox: DockerSandbox) -> None:
+async def test_exit_codes_stderr_and_syntax_errors(sandbox: Sandbox) -> None:
     result = await sandbox.shell("echo out; echo err >&2; echo out2; false")
     assert (result.output, result.exit_code) == ("out\nerr\nout2\n", 1)
     broken = await sandbox.shell("echo 'unterminated")
@@ -54,14 +52,14 @@ async def test_exit_codes_stderr_and_syntax_errors(sandbox: DockerSandbox) -> No
     assert (await sandbox.shell("(exit 7)")).exit_code == 7
 
 
-async def test_exit_restarts_the_shell(sandbox: DockerSandbox) -> None:
+async def test_exit_restarts_the_shell(sandbox: Sandbox) -> None:
     result = await sandbox.shell("exit 3")
     assert result.exit_code == 3
     assert "fresh shell" in result.output
     assert (await sandbox.shell("echo ok")).output == "ok\n"
 
 
-async def test_background_jobs_return_at_once(sandbox: DockerSandbox) -> None:
+async def test_background_jobs_return_at_once(sandbox: Sandbox) -> None:
     start = time.monotonic()
     result = await sandbox.shell("sleep 100 & nohup sleep 101 >/dev/null 2>&1 & echo started")
     assert time.monotonic() - start < 1.0
@@ -70,7 +68,9 @@ async def test_background_jobs_return_at_once(sandbox: DockerSandbox) -> None:
     await wait_until_async(lambda: running(sandbox, "sleep 100", "sleep 101"), 10, 0.05)
 
 
-async def test_timeout_kills_everything_the_command_started(sandbox: DockerSandbox) -> None:
+async def test_timeout_kills_everything_the_command_started(
+    backend: SandboxBackend, sandbox: Sandbox
+) -> None:
     await sandbox.shell("export KEPT=yes; sleep 200 &")  # an earlier job: must survive
     command = (
         "bash -c 'trap \"\" TERM; sleep 301' & "  # a child that ignores SIGTERM
@@ -85,6 +85,7 @@ async def test_timeout_kills_everything_the_command_started(sandbox: DockerSandb
     ps = await processes(sandbox)
     for leftover in ("sleep 300", "sleep 301", "sleep 302"):
         assert leftover not in ps, ps
+    differs(backend, "timeout-keeps-state")
     assert "sleep 200" in ps
     after = await sandbox.shell("echo $KEPT")
     # bash may first report the killed background job ("... Killed  bash -c ...")
@@ -92,7 +93,7 @@ async def test_timeout_kills_everything_the_command_started(sandbox: DockerSandb
 
 
 async def test_timeout_kills_late_and_double_forks_under_load(
-    backend: DockerBackend, sandbox: DockerSandbox
+    backend: SandboxBackend, sandbox: Sandbox
 ) -> None:
     """The timeout sweep races a loaded container: CPU hogs (the sandbox has one CPU),
     a loop that forks on and on, forks that come due around the deadline, double forks
@@ -117,13 +118,17 @@ async def test_timeout_kills_late_and_double_forks_under_load(
     ps = await processes(sandbox)
     for leftover in ("orsbox-hog", *(f"sleep {n}" for n in range(300, 307))):
         assert leftover not in ps, ps
+    differs(backend, "timeout-keeps-state")
     after = await sandbox.shell("echo $KEPT")
     assert after.output.endswith("yes\n") and after.exit_code == 0
     differs(backend, "sighup-to-shell-group")
     assert "sleep 200" in ps
 
 
-async def test_a_busy_shell_is_killed_and_restarted(sandbox: DockerSandbox) -> None:
+async def test_a_busy_shell_is_killed_and_restarted(
+    backend: SandboxBackend, sandbox: Sandbox
+) -> None:
+    differs(backend, "shell-messages")
     start = time.monotonic()
     result = await sandbox.shell("while :; do :; done", timeout_s=1)
     assert time.monotonic() - start < 3.0
@@ -132,7 +137,10 @@ async def test_a_busy_shell_is_killed_and_restarted(sandbox: DockerSandbox) -> N
     assert (await sandbox.shell("echo ok")).output == "ok\n"
 
 
-async def test_restart_shell_ends_a_running_command(sandbox: DockerSandbox) -> None:
+async def test_restart_shell_ends_a_running_command(
+    backend: SandboxBackend, sandbox: Sandbox
+) -> None:
+    differs(backend, "shell-messages")
     async with anyio.create_task_group() as tg:
 
         async def stuck() -> None:
@@ -147,7 +155,7 @@ async def test_restart_shell_ends_a_running_command(sandbox: DockerSandbox) -> N
     assert "sleep 200" not in await processes(sandbox)
 
 
-async def test_restart_shell(sandbox: DockerSandbox) -> None:
+async def test_restart_shell(sandbox: Sandbox) -> None:
     await sandbox.shell("export X=1; sleep 250 &")
     await sandbox.restart_shell()
     assert (await sandbox.shell("echo ${X:-unset}")).output == "unset\n"
@@ -155,7 +163,7 @@ async def test_restart_shell(sandbox: DockerSandbox) -> None:
 
 
 async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
-    sandbox: DockerSandbox,
+    sandbox: Sandbox,
 ) -> None:
     """A double fork that called setsid has left the shell's tree and session; restart
     still finds it. A one-off exec's daemon (an environment's setup starting a service)
@@ -171,11 +179,12 @@ async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
 
 
 async def test_kill_processes_kills_everything_the_agent_started(
-    sandbox: DockerSandbox,
+    backend: SandboxBackend, sandbox: Sandbox
 ) -> None:
     """What a grader runs first: the shell's jobs, escaped orphans, one-off commands'
     daemons and a process that cleared its environment all die; the sandbox and a
     fresh shell still work."""
+    differs(backend, "cleared-environment")
     await sandbox.exec("(setsid sleep 271 > /dev/null 2>&1 &)")
     await sandbox.shell("sleep 272 & (setsid env -i sleep 273 > /dev/null 2>&1 &)")
     await sandbox.shell("export KEPT=1; while :; do sleep 1; done > /dev/null 2>&1 &")
@@ -188,7 +197,10 @@ async def test_kill_processes_kills_everything_the_agent_started(
     assert result.output == "fresh\n", result.output
 
 
-async def test_kill_processes_ends_a_running_shell_command(sandbox: DockerSandbox) -> None:
+async def test_kill_processes_ends_a_running_shell_command(
+    backend: SandboxBackend, sandbox: Sandbox
+) -> None:
+    differs(backend, "shell-messages")
     async with anyio.create_task_group() as tg:
 
         async def long_command() -> None:
@@ -204,9 +216,10 @@ async def test_kill_processes_ends_a_running_shell_command(sandbox: DockerSandbo
 SENTINEL_TOKEN = "$(declare -f __orsbox_p | sed -n 's/.*000\\([0-9a-f]*\\):.*/\\1/p')"
 
 
-async def test_a_look_alike_sentinel_is_output(sandbox: DockerSandbox) -> None:
+async def test_a_look_alike_sentinel_is_output(backend: SandboxBackend, sandbox: Sandbox) -> None:
     """A command can read the shell's token; the token followed by anything but a
     status and NUL is just output, and the call still ends at the real sentinel."""
+    differs(backend, "sentinel")
     forged = "\\000%s:1234\\000 \\000%s:12x \\000%s:\\000 \\000%s:"
     command = f"t={SENTINEL_TOKEN}; printf '{forged}' $t $t $t $t; echo; echo after; false"
     result = await sandbox.shell(command)
@@ -231,7 +244,7 @@ def reset_peak_rss() -> None:
     ["timeout 2 yes", "head -c 100000000 /dev/zero | tr '\\0' a"],
     ids=["yes-flood", "100MB-line"],
 )
-async def test_floods_are_capped_in_bounded_memory(sandbox: DockerSandbox, command: str) -> None:
+async def test_floods_are_capped_in_bounded_memory(sandbox: Sandbox, command: str) -> None:
     reset_peak_rss()
     before = peak_rss_kib()
     tracemalloc.start()
@@ -249,15 +262,16 @@ async def test_floods_are_capped_in_bounded_memory(sandbox: DockerSandbox, comma
     assert (await sandbox.shell("echo ok")).output == "ok\n"
 
 
-async def test_binary_and_invalid_utf8_output(sandbox: DockerSandbox) -> None:
+async def test_binary_and_invalid_utf8_output(sandbox: Sandbox) -> None:
     result = await sandbox.shell("printf 'ok \\xff\\xfe\\x00 end\\n'; head -c 4096 /dev/urandom")
     assert result.exit_code == 0
     assert result.output.startswith("ok \ufffd\ufffd\x00 end\n")
     assert result.output_bytes == len("ok ") + 3 + len(" end\n") + 4096
 
 
-async def test_fork_bomb_is_stopped(backend: DockerBackend, base_image: str) -> None:
-    spec = SandboxSpec(image=base_image, limits=SandboxLimits(pids=128))
+async def test_fork_bomb_is_stopped(backend: SandboxBackend) -> None:
+    differs(backend, "limits")
+    spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(pids=128))
     sandbox = await backend.start(spec)
     result = await sandbox.shell(":(){ :|:& };:; sleep 30", timeout_s=2)
     assert result.timed_out
@@ -267,10 +281,10 @@ async def test_fork_bomb_is_stopped(backend: DockerBackend, base_image: str) -> 
     await wait_until_async(lambda: at_most(sandbox, 8), 10, 0.2, "the bomb's processes reaped")
 
 
-async def test_memory_bomb_is_reported_and_the_sandbox_survives(
-    backend: DockerBackend, base_image: str
-) -> None:
-    spec = SandboxSpec(image=base_image, limits=SandboxLimits(memory_bytes=256 * 1024**2))
+async def test_memory_bomb_is_reported_and_the_sandbox_survives(backend: SandboxBackend) -> None:
+    differs(backend, "limits")
+    assert isinstance(backend, DockerBackend)
+    spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(memory_bytes=256 * 1024**2))
     sandbox = await backend.start(spec)
     if backend.config.runtime == "runsc":  # GVISOR_DIFFERENCES["oom"]: reported, not survived
         with pytest.raises(SandboxGone, match="out of memory"):
@@ -286,11 +300,13 @@ async def test_memory_bomb_is_reported_and_the_sandbox_survives(
 
 
 async def test_the_agent_is_the_containers_command_and_kill_processes_spares_it(
-    backend: DockerBackend, sandbox: DockerSandbox
+    backend: SandboxBackend, sandbox: Sandbox
 ) -> None:
     """The agent runs as init's child, not as a `docker exec`; killing every process
     the sandbox's user started spares init, the agent and what was entered from
     outside (an operator's `docker exec`, parent pid 0)."""
+    differs(backend, "no-container")
+    assert isinstance(backend, DockerBackend)
     container = backend.engine.client.containers.get(sandbox.id)
     assert not container.attrs.get("ExecIDs")  # no exec was needed to start it
     await anyio.to_thread.run_sync(lambda: container.exec_run(["sleep", "291"], detach=True))
@@ -302,5 +318,5 @@ async def test_the_agent_is_the_containers_command_and_kill_processes_spares_it(
     await sandbox.kill_processes()
     after = await processes(sandbox)
     assert "sleep 291" in after and "sleep 292" not in after, after
-    assert "docker-init" in after and "orsbox-agent" in after
+    assert any(init in after for init in INITS) and "orsbox-agent" in after
     assert (await sandbox.shell("echo ok")).output == "ok\n"

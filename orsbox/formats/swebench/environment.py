@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import anyio
-
 from orsbox.authoring.environment import as_split
 from orsbox.authoring.graded_once import GradedOnce
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
@@ -87,13 +85,12 @@ class SWEDatasetEnvironment(GradedOnce):
 
     # -- lifecycle ------------------------------------------------------------------------
     async def setup(self) -> None:
-        """A missing image is pulled (docker backends) and the start tried once more."""
+        """A missing image is pulled into the backend's engine and the start tried once
+        more."""
         try:
             await super().setup()
         except ImageNotFound:
-            if self._backend().kind != "docker":
-                raise
-            await anyio.to_thread.run_sync(images.pull, self.instance.image)
+            await images.pull(self._backend(), self.instance.image)
             await super().setup()
 
     async def prepare(self) -> None:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from orsbox.errors import SetupFailed
+from orsbox.errors import SandboxError, SetupFailed
 from orsbox.formats.options import FormatOptions
 
 if TYPE_CHECKING:
     from orsbox.formats.swebench.rows import Row
+    from orsbox.sandbox.base import SandboxBackend
 
 log = logging.getLogger("orsbox.formats.swebench")
 
@@ -64,40 +65,23 @@ def missing_image_error(image: str, why: str) -> SetupFailed:
     )
 
 
-def pull(image: str) -> None:
-    """Pull `image` (blocking: run it in a thread), logging progress every few seconds.
-    Raises `SetupFailed` naming the image and how to provide it when the pull fails."""
-    from orsbox.errors import SandboxError
-    from orsbox.sandbox.docker.engine import connect
-    from orsbox.sandbox.docker.images import pull_events
+async def pull(backend: SandboxBackend, image: str) -> None:
+    """Pull `image` into the engine `backend` starts sandboxes on, logging progress every
+    few seconds. Raises `SetupFailed` naming the image and how to provide it when the
+    pull fails."""
+    last = [0.0]
 
-    repository, tag = _split_reference(image)
+    def logged(line: str) -> None:
+        if time.monotonic() - last[0] > PULL_LOG_EVERY_S:
+            last[0] = time.monotonic()
+            log.info("pulling %s: %s", image, line)
+
     log.info("pulling %s", image)
     try:
-        client = connect(timeout_s=600)
-        last = 0.0
-        for event in pull_events(client, repository, tag):
-            if "error" in event:
-                raise missing_image_error(image, str(event["error"]))
-            if time.monotonic() - last > PULL_LOG_EVERY_S:
-                last = time.monotonic()
-                log.info("pulling %s: %s", image, _progress(event))
+        await backend.pull_image(image, logged)
     except SandboxError as e:
         raise missing_image_error(image, _short(e)) from None
     log.info("pulled %s", image)
-
-
-def _split_reference(image: str) -> tuple[str, str | None]:
-    if "@" in image:
-        return image, None
-    name, _, tag = image.rpartition(":")
-    if name and "/" not in tag:
-        return name, tag
-    return image, "latest"
-
-
-def _progress(event: dict[str, Any]) -> str:
-    return " ".join(str(event.get(k)) for k in ("id", "status", "progress") if event.get(k))
 
 
 def _short(error: Exception) -> str:

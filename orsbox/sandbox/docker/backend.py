@@ -42,8 +42,8 @@ from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
-from orsbox.sandbox.docker.engine import Engine
-from orsbox.sandbox.docker.images import build_hint
+from orsbox.sandbox.docker.engine import Engine, engine_product
+from orsbox.sandbox.docker.images import build_hint, pull_image
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
@@ -57,6 +57,7 @@ log = logging.getLogger("orsbox.sandbox.docker")
 AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
 START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
+PULL_READ_TIMEOUT_S = 600.0  # a pull may print nothing this long (a big layer extracting)
 
 
 def default_server_id() -> str:
@@ -94,6 +95,7 @@ class DockerBackend(SandboxBackend):
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
+        self._engine_product: str | None = None  # "Podman 4.3.1": asked once, for a runtime
 
     # -- start
 
@@ -114,6 +116,8 @@ class DockerBackend(SandboxBackend):
             disk = await self._disk_plan(spec)
             tmpfs = disk.tmpfs() if disk else None
             runtime = self.runtime_for(spec)
+            if runtime is not None:
+                await self._refuse_an_ignored_runtime(runtime)
             options = container_options(
                 spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime
             )
@@ -158,6 +162,17 @@ class DockerBackend(SandboxBackend):
         self._orphans.add(task)
         task.add_done_callback(self._orphans.discard)
 
+    async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
+        """Into the configured engine, under the image map's name (as `start` would
+        look for it); `progress` is called from a worker thread."""
+        image = self.image_map.rewrite(image) if self.image_map else image
+
+        def pull() -> None:
+            with self.engine.patient_client(PULL_READ_TIMEOUT_S) as client:
+                pull_image(client, image, progress)
+
+        await anyio.to_thread.run_sync(pull)
+
     def _configured(self, spec: SandboxSpec) -> SandboxSpec:
         """`spec` as this engine runs it: its image through the image map, and the
         operator's default limits where the environment set none."""
@@ -178,6 +193,19 @@ class DockerBackend(SandboxBackend):
                 "with --network=none); run environments that need one under runc"
             )
         return runtime
+
+    async def _refuse_an_ignored_runtime(self, runtime: str) -> None:
+        """Podman's Docker-compatible API ignores the runtime a container asks for
+        (docs/backends.md): a sandbox meant for gVisor would silently run under runc.
+        Refused instead; the engine is asked what it is once."""
+        if self._engine_product is None:
+            version = await self.engine.run("version", lambda: self.engine.client.version())
+            self._engine_product = engine_product(version)
+        if self._engine_product.startswith("Podman"):
+            raise SandboxStartError(
+                f"runtime {runtime}: the engine is {self._engine_product}, whose Docker "
+                "API ignores the runtime a container asks for; use a Docker engine for it"
+            )
 
     async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
         if spec.limits.disk_bytes is None:

@@ -351,9 +351,32 @@ class Engine:
 
         return await self.run(f"remove image {image}", remove)
 
+    @contextlib.contextmanager
+    def patient_client(self, timeout_s: float) -> Iterator[docker.DockerClient]:
+        """A client to this engine for one long call (a pull), whose reads may wait
+        `timeout_s`: a connection of its own when this engine made its client, else the
+        client it was given."""
+        if not self._owns_client:
+            yield self.client
+            return
+        client = connect(self.address, timeout_s=timeout_s)
+        try:
+            yield client
+        finally:
+            client.close()
+
     def close(self) -> None:
         if self._owns_client and self._client is not None:
             self._client.close()
+
+
+def engine_product(version: dict[str, Any]) -> str:
+    """What answers at an engine address, and its version: `Docker 28.2.2`, or
+    `Podman 4.3.1` (its Docker-compatible API names itself among the components)."""
+    for component in version.get("Components") or []:
+        if "podman" in str(component.get("Name", "")).lower():
+            return f"Podman {component.get('Version')}"
+    return f"Docker {version.get('Version')}"
 
 
 def connect(address: str | None = None, timeout_s: float = DOCKER_TIMEOUT_S) -> docker.DockerClient:

@@ -22,7 +22,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from orsbox.errors import ImageBuildError
+from orsbox.errors import ImageBuildError, SandboxError
 from orsbox.sandbox.docker.engine import read_archive, translated
 
 BASE_IMAGE = "orsbox/base:latest"
@@ -64,6 +64,29 @@ def pull_events(
     """The engine's progress events while pulling; failures as `SandboxError`."""
     with translated(f"pull {repository}"):
         yield from client.api.pull(repository, tag=tag, stream=True, decode=True)
+
+
+def pull_image(
+    client: docker.DockerClient, image: str, progress: Callable[[str], None] | None
+) -> None:
+    """Pull `image` into `client`'s engine, a line per progress event to `progress`;
+    failures (the registry's included) as `SandboxError`."""
+    repository, tag = split_reference(image)
+    for event in pull_events(client, repository, tag):
+        if "error" in event:
+            raise SandboxError(f"pull {image}: {event['error']}")
+        if progress is not None:
+            progress(" ".join(str(event[k]) for k in ("id", "status", "progress") if event.get(k)))
+
+
+def split_reference(image: str) -> tuple[str, str | None]:
+    """(repository, tag) as the pull API takes them; a digest stays in the repository."""
+    if "@" in image:
+        return image, None
+    name, _, tag = image.rpartition(":")
+    if name and "/" not in tag:
+        return name, tag
+    return image, "latest"
 
 
 def image_exists(client: docker.DockerClient, tag: str) -> bool:
