@@ -44,7 +44,11 @@ from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.images import build_hint
-from orsbox.sandbox.docker.options import container_name, container_options
+from orsbox.sandbox.docker.options import (
+    address_space_bound,
+    container_name,
+    container_options,
+)
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
@@ -126,7 +130,9 @@ class DockerBackend(SandboxBackend):
         try:
             if disk is not None:
                 disk = await self._disk.fill_large(disk, container_id)
-            sandbox = await self._start_created(container_id, name)
+            sandbox = await self._start_created(
+                container_id, name, address_space_bound(spec.limits, runtime)
+            )
             if disk is not None:
                 await seed(sandbox, disk)
             return sandbox
@@ -183,7 +189,9 @@ class DockerBackend(SandboxBackend):
             return None
         return await self._disk.plan(spec, spec.limits.disk_bytes)
 
-    async def _start_created(self, container_id: str, name: str) -> DockerSandbox:
+    async def _start_created(
+        self, container_id: str, name: str, address_space: int | None
+    ) -> DockerSandbox:
         sandbox: DockerSandbox | None = None
 
         def lost() -> None:
@@ -191,7 +199,7 @@ class DockerBackend(SandboxBackend):
                 sandbox.channel_lost()
 
         sock = await self.engine.start_attached(container_id)
-        channel = await self._greet(sock, name, lost, shell=True)
+        channel = await self._greet(sock, name, lost, shell=True, address_space=address_space)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
@@ -205,16 +213,24 @@ class DockerBackend(SandboxBackend):
         return sandbox
 
     async def _greet(
-        self, sock: socket.socket, name: str, on_lost: Callable[[], None] | None, *, shell: bool
+        self,
+        sock: socket.socket,
+        name: str,
+        on_lost: Callable[[], None] | None,
+        *,
+        shell: bool,
+        address_space: int | None = None,
     ) -> AgentChannel:
         """Send the agent to its loader and wait for its hello. With `shell`, the agent
-        starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
+        starts its persistent shell just after (a sub-agent runs one exec, no shell).
+        `address_space`: the RLIMIT_AS the agent gives each command it starts
+        (`options.address_space_bound`)."""
         try:
             channel = await AgentChannel.connect(sock, name, on_lost, DockerDemux())
         except BaseException:
             sock.close()
             raise
-        hello = {"op": "hello", "shell": shell}
+        hello = {"op": "hello", "shell": shell, "address_space": address_space}
         try:
             await channel.send_raw(agent_payload())
             header, _ = await channel.request(hello, timeout_s=AGENT_HELLO_TIMEOUT_S)
