@@ -98,6 +98,7 @@ class DockerBackend(SandboxBackend):
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
+        agent_payload()  # compiled now, not on the event loop at the first start
 
     # -- start
 
