@@ -31,6 +31,7 @@ from bench import (
     protocol,
     recording,
     roundtrip,
+    startlag,
     swebench,
     throughput,
 )
@@ -53,6 +54,7 @@ PARTS = {
     "recording": recording,
     "cluster": cluster,
     "gvisor": gvisor,
+    "startlag": startlag,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
