@@ -32,6 +32,7 @@ from bench import (
     recording,
     roundtrip,
     server_image,
+    startlag,
     storage_bound,
     swebench,
     throughput,
@@ -57,6 +58,7 @@ PARTS = {
     "gvisor": gvisor,
     "server_image": server_image,
     "storage_bound": storage_bound,
+    "startlag": startlag,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

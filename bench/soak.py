@@ -1,4 +1,6 @@
-"""`python -m bench.soak [--minutes 10] [--workers 8]`: a bounded soak of a real server.
+"""`python -m bench.soak [--minutes 10] [--workers 8] [--runtime runsc]`: a bounded soak of
+a real server (`--runtime runsc`: sandboxes under gVisor, on the private engine of
+scripts/start-runsc-engine.sh, `ORSBOX_RUNSC_SOCKET`).
 
 Workers run episodes back to back, all at once. Most episodes are normal: a few bash,
 python and file calls whose exact output is checked. One in `HOSTILE_EVERY` is hostile:
@@ -85,7 +87,7 @@ class Tally:
 class SoakServer:
     """`orsbox serve bench/soak_env.py:Soak` in a subprocess, as an operator runs it."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, runtime: str = "runc") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server_id = f"soak-{uuid.uuid4().hex[:10]}"
@@ -95,11 +97,20 @@ class SoakServer:
             "REAP_INTERVAL_S": 1,
             "SETUP_WAIT_S": 120,
         }
+        engine = None
+        if runtime != "runc":
+            engine = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
+            backend = {"type": "docker", "engine": engine, "runtime": runtime}
+            settings["BACKEND"] = json.dumps(backend)
         self.log_path = log_dir / f"soak-server-{self.port}.log"
         command = ["-m", "orsbox.cli.main", "serve", "bench/soak_env.py:Soak"]
         argv = [*command, "--port", str(self.port), "--log-level", "warning"]
         self.process = spawn_server(argv, self.log_path, **settings)
-        self.docker = docker.from_env(timeout=60)
+        self.docker = (
+            docker.DockerClient(base_url=engine, timeout=60)
+            if engine
+            else docker.from_env(timeout=60)
+        )
 
     async def wait_healthy(self) -> None:
         await asyncio.to_thread(wait_healthy, self.url, self.process, self.log_path, 60)
@@ -260,8 +271,10 @@ async def idle_figures(server: SoakServer) -> dict[str, float]:
     return {"fds": server.fds(), "rss_mib": round(server.rss_mib(), 1), "containers": containers}
 
 
-async def soak(seconds: float, workers: int, sample_s: float, log_dir: Path) -> dict[str, Any]:
-    server = SoakServer(log_dir)
+async def soak(
+    seconds: float, workers: int, sample_s: float, log_dir: Path, runtime: str = "runc"
+) -> dict[str, Any]:
+    server = SoakServer(log_dir, runtime)
     samples: list[Sample] = []
     tally = Tally()
     try:
@@ -325,8 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp"))
+    parser.add_argument("--runtime", default="runc", help="runc, or runsc (gVisor)")
     args = parser.parse_args(argv)
-    report = asyncio.run(soak(args.minutes * 60, args.workers, args.sample, args.log_dir))
+    run = soak(args.minutes * 60, args.workers, args.sample, args.log_dir, args.runtime)
+    report = asyncio.run(run)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     summary = {k: v for k, v in report.items() if k != "samples"}

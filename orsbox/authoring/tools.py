@@ -8,6 +8,7 @@ Tools are found once per class and listed sorted by name, as the reference serve
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,8 +81,10 @@ class ToolDef:
     params: type[BaseModel] | None
     shared: bool
 
-    @property
+    @functools.cached_property
     def spec(self) -> ToolSpec:
+        """Made once per tool: a JSON schema takes pydantic milliseconds, and every
+        session's start lists its environment's tools on the server's event loop."""
         schema = self.params.model_json_schema() if self.params else None
         return ToolSpec(name=self.name, description=self.description, input_schema=schema)
 

@@ -1,7 +1,9 @@
 """The soak (`bench/soak.py`) in a CI-sized run: half a minute of normal and hostile
 episodes at once, then zero failed normal calls, zero containers left, and open
 descriptors and RSS, compared idle to idle, within the soak's stated bounds
-(`FD_SLACK`, `RSS_SLACK_MIB`). The full run is `python -m bench.soak` (10 minutes)."""
+(`FD_SLACK`, `RSS_SLACK_MIB`), under runc and under gVisor (runsc, on the private engine
+of tests/runtimes.py). The full run is `python -m bench.soak [--runtime runsc]` (10
+minutes)."""
 
 from __future__ import annotations
 
@@ -13,14 +15,18 @@ from pathlib import Path
 import pytest
 
 from bench.soak import FD_SLACK, RSS_SLACK_MIB
+from tests.runtimes import RUNTIMES, runtime_available
 from tests.servers import ROOT
 
 pytestmark = pytest.mark.docker
 
 
-def test_a_short_soak_leaks_nothing(tmp_path: Path, base_image: str) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_short_soak_leaks_nothing(tmp_path: Path, base_image: str, runtime: str) -> None:
+    runtime_available(runtime)
     report_path = tmp_path / "soak.json"
     command = [sys.executable, "-m", "bench.soak", "--minutes", "0.5", "--workers", "4"]
+    command += ["--runtime", runtime]
     command += ["--sample", "5", "--json", str(report_path), "--log-dir", str(tmp_path)]
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert report_path.exists(), run.stdout + run.stderr

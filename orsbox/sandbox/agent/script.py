@@ -37,6 +37,7 @@ import io
 import json
 import math
 import os
+import resource
 import selectors
 import signal
 import stat
@@ -159,7 +160,7 @@ def process_state(pid):
     return None if rest is None else (rest[0], int(rest[19]))
 
 
-def kill_sweep(select_victims, killed=None):
+def kill_sweep(select_victims, killed=None, hold=None):
     """Kill what `select_victims(table)` names, including what it starts while being
     killed (a fork bomb). Returns how many were new; `killed` collects (pid, start
     tick) of each, so a caller that sweeps again does not count a process that is still
@@ -177,16 +178,24 @@ def kill_sweep(select_victims, killed=None):
     a dead one, still counts against the pids limit, so the rest of a bomb, retrying
     its failed forks, finds no room to grow back. Killing alone made that room: under
     gVisor, where a pass over /proc is slow next to a bomb, one outgrew the sweep one
-    time in three."""
+    time in three.
+
+    `hold`, when given, is called before every look at the process table: the shell's
+    sweep passes one that stops the shell's whole process group with a single system
+    call. Under gVisor every system call of this agent is a round trip through the
+    Sentry, which a bomb's hundreds of runnable processes (and the sandbox's CPU quota
+    they exhaust) slow to tens of milliseconds: a pass over /proc took 1-8 s and the
+    sweep lost the race for 30 s and more. Stopped, the bomb uses no CPU and forks no
+    more, so the passes run at their normal speed."""
     killed = set() if killed is None else killed
     before, quiet, frozen = len(killed), 0, False
     deadline = time.time() + SWEEP_LIMIT_S
-    dying = kill_pass(select_victims, killed)
+    dying = kill_pass(select_victims, killed, hold)
     while True:  # at least one more pass, even past the deadline: the frozen must die
-        fresh = kill_pass(select_victims, killed)
+        fresh = kill_pass(select_victims, killed, hold)
         if fresh and not frozen:
             frozen = True
-            fresh |= kill_frozen(select_victims, killed, deadline)
+            fresh |= kill_frozen(select_victims, killed, deadline, hold)
         dying |= fresh
         quiet = 0 if fresh else quiet + 1
         if time.time() >= deadline:
@@ -200,20 +209,20 @@ def kill_sweep(select_victims, killed=None):
     return len(killed) - before
 
 
-def kill_frozen(select_victims, killed, deadline):
+def kill_frozen(select_victims, killed, deadline, hold):
     """Stop the victims (`freeze`), then kill the stopped; returns those killed."""
-    stopped = freeze(select_victims, killed, deadline)
-    return kill_pass(lambda table: same_processes(stopped, table), killed)
+    stopped = freeze(select_victims, killed, deadline, hold)
+    return kill_pass(lambda table: same_processes(stopped, table), killed, hold)
 
 
-def freeze(select_victims, killed, deadline):
+def freeze(select_victims, killed, deadline, hold):
     """SIGSTOP the victims, pass after pass, until every one shows as stopped (or dead,
     or refused the signal); returns the (pid, start tick) of each it stopped. A process
     shows as stopped only on its way back to user space, so a fork it was making has
     finished by then and its child is in the next pass's table."""
     refused, stopped = set(), set()
     while time.time() < deadline:
-        table = process_table()
+        table = look(hold)
         running = [
             key
             for key in live_victims(select_victims, table, killed)
@@ -246,10 +255,18 @@ def live_victims(select_victims, table, killed):
     return out
 
 
-def kill_pass(select_victims, killed):
+def look(hold):
+    """The process table, after `hold()` when given (the sweep's one system call that
+    stops a whole process group)."""
+    if hold is not None:
+        hold()
+    return process_table()
+
+
+def kill_pass(select_victims, killed, hold=None):
     """One look at the process table: SIGKILL the victims not already in `killed`, add
     them to it, and return them as (pid, start tick)."""
-    fresh = live_victims(select_victims, process_table(), killed)
+    fresh = live_victims(select_victims, look(hold), killed)
     for pid, _ in fresh:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
@@ -356,12 +373,40 @@ def oom_count():
 
 
 def raise_oom_score():
-    """Run in each child before exec: make it, not the agent or PID 1, the OOM victim."""
+    """Make this process, not the agent or PID 1, the OOM victim."""
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
     except OSError:
         pass
+
+
+ADDRESS_SPACE = None  # the hello's "address_space": each command's RLIMIT_AS, if any
+
+
+def bound_address_space():
+    """Cap this process's address space (RLIMIT_AS) at the hello's `address_space`.
+
+    The host asks for it under gVisor, which has no OOM killer inside: one process
+    allocating past the sandbox's memory would end the whole sandbox (the host kills
+    gVisor's Sentry). Bounded, its allocation fails inside (ENOMEM: a MemoryError,
+    malloc returning NULL) and the sandbox lives on. gVisor enforces RLIMIT_AS on every
+    mapping; its RLIMIT_DATA covers only brk, so large mallocs (mmap) pass it."""
+    if ADDRESS_SPACE is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def set_address_space(limit):
+    global ADDRESS_SPACE
+    ADDRESS_SPACE = int(limit) if limit else None
+
+
+def prepare_child():
+    """Run in each child before exec."""
+    raise_oom_score()
+    bound_address_space()
 
 
 def read_ready(fd):
@@ -431,7 +476,7 @@ class Shell:
             env=dict(os.environ, **{SHELL_MARK_NAME: "1"}),
             pass_fds=(cmd_r,),
             start_new_session=True,
-            preexec_fn=raise_oom_score,
+            preexec_fn=prepare_child,
         )
         os.close(out_w)
         if self.script is None:
@@ -449,8 +494,10 @@ class Shell:
         # exits while another is stopped, as in a timeout sweep (docs/gvisor.md);
         # Linux does not (the group was orphaned from the start). A no-op handler
         # keeps the shell, and its state, alive; what it starts still gets the
-        # default action (a caught signal resets on exec).
-        printer += "; trap : HUP"
+        # default action (a caught signal resets on exec). The handler is a blank,
+        # not `:`: a command may redefine `:` (the classic fork bomb does), and the
+        # trap would then restart the bomb at the next HUP, after the sweep.
+        printer += "; trap ' ' HUP"
         if self.script is not None:
             os.write(self.proc.stdin.fileno(), (printer + "\n").encode())
             self.line = f". /dev/fd/{cmd_r};__orsbox_p $?\n".encode()
@@ -485,11 +532,13 @@ class Shell:
         in their environment and, given the running `call`, `timeout_victims` by when
         they started."""
         pid = self.proc.pid
+        hold = None  # its group stopped before each pass, as in `sweep` (all of it dies)
         if self.proc.returncode is None:  # a reaped pid could be someone else's
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)  # first: a dead shell starts nothing more
+            hold = self.hold_group  # (the shell stays unreaped until the sweeps are done)
         if call is not None:  # counted in the call's note, waited for before its reply
-            kill_sweep(lambda table: self.timeout_victims(table, call), call.killed)
+            kill_sweep(lambda table: self.timeout_victims(table, call), call.killed, hold)
 
         def victims(table):
             out = [p for p in table if table[p][1] == pid or ancestry_root(p, table, {pid}) == pid]
@@ -497,7 +546,7 @@ class Shell:
             return out + self.timeout_victims(table, call) if call is not None else out
 
         killed = set()
-        kill_sweep(victims, killed)
+        kill_sweep(victims, killed, hold)
         self.proc.wait()
         self.forget()
         wait_dead(killed)  # whoever asked for the kill must not still see them
@@ -660,9 +709,12 @@ class Shell:
         call.next_sweep = time.time() + POLL_S
 
     def sweep(self, call, hold=True):
-        """Kill what the command started (`timeout_victims`). With `hold` the shell is
-        stopped meanwhile, so it cannot start the next part of the command line between
-        two passes. Returns how many processes were new to `call.killed`.
+        """Kill what the command started (`timeout_victims`). With `hold` the shell's
+        process group is stopped meanwhile, before every pass (`hold_group`), and
+        continued after: the shell cannot start the next part of the command line
+        between two passes, and what the command runs in the group (a fork bomb's
+        every process) stops forking at once. Returns how many processes were new to
+        `call.killed`.
 
         The shell is known to be stopped before the first pass: SIGSTOP takes effect
         only on its way back to user space, so a fork it is in the middle of completes
@@ -670,15 +722,24 @@ class Shell:
         shell = self.proc.pid
         held = hold and self.proc.returncode is None  # a reaped pid could be another's
         if held:
-            with contextlib.suppress(OSError):
-                os.kill(shell, signal.SIGSTOP)
+            self.hold_group()
             wait_stopped(shell)
         try:
-            return kill_sweep(lambda table: self.timeout_victims(table, call), call.killed)
+            return kill_sweep(
+                lambda table: self.timeout_victims(table, call),
+                call.killed,
+                self.hold_group if held else None,
+            )
         finally:
             if held:
                 with contextlib.suppress(OSError):
-                    os.kill(shell, signal.SIGCONT)
+                    os.killpg(shell, signal.SIGCONT)
+
+    def hold_group(self):
+        """SIGSTOP the shell's process group (the shell, what it runs, its earlier
+        background jobs; `sweep` continues them all after)."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
 
     def timeout_victims(self, table, call):
         """What the command started: descendants of the shell, and orphans (parent 1)
@@ -783,7 +844,7 @@ class ExecCall:
             cwd=req.get("cwd") or None,
             env=env,
             start_new_session=True,
-            preexec_fn=raise_oom_score,
+            preexec_fn=prepare_child,
         )
 
     def on_stdin(self, fd):
@@ -998,6 +1059,7 @@ class Agent:
 
     def handle(self, rid, op, req, payload):
         if op == "hello":
+            set_address_space(req.get("address_space"))
             info = {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom": self.oom_supported}
             self.reply(rid, info)
             if req.get("shell") and self.shell.proc is None:

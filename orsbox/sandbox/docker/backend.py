@@ -44,7 +44,11 @@ from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine, engine_product
 from orsbox.sandbox.docker.images import build_hint, pull_image
-from orsbox.sandbox.docker.options import container_name, container_options
+from orsbox.sandbox.docker.options import (
+    address_space_bound,
+    container_name,
+    container_options,
+)
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
@@ -96,6 +100,7 @@ class DockerBackend(SandboxBackend):
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
         self._engine_product: str | None = None  # "Podman 4.3.1": asked once, for a runtime
+        agent_payload()  # compiled now, not on the event loop at the first start
 
     # -- start
 
@@ -130,8 +135,12 @@ class DockerBackend(SandboxBackend):
         try:
             if disk is not None:
                 disk = await self._disk.fill_large(disk, container_id)
-            bound = spec.limits.writable_layer_bytes
-            sandbox = await self._start_created(container_id, name, bound)
+            sandbox = await self._start_created(
+                container_id,
+                name,
+                layer_bound_bytes=spec.limits.writable_layer_bytes,
+                address_space=address_space_bound(spec.limits, runtime),
+            )
             if disk is not None:
                 await seed(sandbox, disk)
             return sandbox
@@ -213,7 +222,12 @@ class DockerBackend(SandboxBackend):
         return await self._disk.plan(spec, spec.limits.disk_bytes)
 
     async def _start_created(
-        self, container_id: str, name: str, layer_bound_bytes: int | None = None
+        self,
+        container_id: str,
+        name: str,
+        *,
+        layer_bound_bytes: int | None = None,
+        address_space: int | None = None,
     ) -> DockerSandbox:
         sandbox: DockerSandbox | None = None
 
@@ -222,7 +236,7 @@ class DockerBackend(SandboxBackend):
                 sandbox.channel_lost()
 
         sock = await self.engine.start_attached(container_id)
-        channel = await self._greet(sock, name, lost, shell=True)
+        channel = await self._greet(sock, name, lost, shell=True, address_space=address_space)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
@@ -237,16 +251,24 @@ class DockerBackend(SandboxBackend):
         return sandbox
 
     async def _greet(
-        self, sock: socket.socket, name: str, on_lost: Callable[[], None] | None, *, shell: bool
+        self,
+        sock: socket.socket,
+        name: str,
+        on_lost: Callable[[], None] | None,
+        *,
+        shell: bool,
+        address_space: int | None = None,
     ) -> AgentChannel:
         """Send the agent to its loader and wait for its hello. With `shell`, the agent
-        starts its persistent shell just after (a sub-agent runs one exec, no shell)."""
+        starts its persistent shell just after (a sub-agent runs one exec, no shell).
+        `address_space`: the RLIMIT_AS the agent gives each command it starts
+        (`options.address_space_bound`)."""
         try:
             channel = await AgentChannel.connect(sock, name, on_lost, DockerDemux())
         except BaseException:
             sock.close()
             raise
-        hello = {"op": "hello", "shell": shell}
+        hello = {"op": "hello", "shell": shell, "address_space": address_space}
         try:
             await channel.send_raw(agent_payload())
             header, _ = await channel.request(hello, timeout_s=AGENT_HELLO_TIMEOUT_S)

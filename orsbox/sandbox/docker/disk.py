@@ -18,6 +18,7 @@ before it starts.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import posixpath
 import tarfile
@@ -73,6 +74,8 @@ class DiskPlanner:
         self._cache: OrderedDict[tuple[str, str, str], tuple[str, tuple[Folder, ...]]] = (
             OrderedDict()
         )
+        self._probing: dict[tuple[str, str, str], asyncio.Future[tuple[str, tuple[Folder, ...]]]]
+        self._probing = {}
 
     async def plan(self, spec: SandboxSpec, size_bytes: int) -> DiskPlan:
         image = await self.engine.inspect_image(spec.image)
@@ -81,7 +84,7 @@ class DiskPlanner:
         workdir = spec.workdir or config.get("WorkingDir") or "/"
         key = (image["Id"], user, workdir)
         if key not in self._cache:
-            self._cache[key] = await self._probe(spec.image, user, workdir)
+            self._cache[key] = await self._probe_once(key, spec.image, user, workdir)
             while len(self._cache) > CACHED_IMAGES:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(key)
@@ -97,6 +100,22 @@ class DiskPlanner:
                 folder = replace(folder, content=_relative(archive), large=False)
             folders.append(folder)
         return replace(plan, folders=tuple(folders))
+
+    async def _probe_once(
+        self, key: tuple[str, str, str], image: str, user: str, workdir: str
+    ) -> tuple[str, tuple[Folder, ...]]:
+        """One probe per image at a time: a burst of creates of an image not yet cached
+        shares one. Each probe is a container, archive reads and tar rewrites; ten at
+        once, as ten sessions starting together made, held the server's event loop
+        (the rewrites, and the archive-reading threads' share of the GIL) and its
+        `/health` answers for hundreds of milliseconds. Shielded: a caller that is
+        cancelled does not cancel the others' probe."""
+        probe = self._probing.get(key)
+        if probe is None:
+            probe = asyncio.ensure_future(self._probe(image, user, workdir))
+            self._probing[key] = probe
+            probe.add_done_callback(lambda _: self._probing.pop(key, None))
+        return await asyncio.shield(probe)
 
     async def _probe(self, image: str, user: str, workdir: str) -> tuple[str, tuple[Folder, ...]]:
         options: dict[str, Any] = {"command": ["true"], "network_disabled": True}

@@ -122,6 +122,14 @@ def gvisor_host_pids(limits: SandboxLimits) -> int:
     return GVISOR_THREADS_PER_PROCESS * limits.pids + GVISOR_THREADS
 
 
+def address_space_bound(limits: SandboxLimits, runtime: str | None) -> int | None:
+    """The RLIMIT_AS the agent gives each command: under gVisor the sandbox's memory,
+    so that one process allocating past it fails its allocation inside instead of
+    ending the whole sandbox (gVisor has no OOM killer of its own; docs/gvisor.md).
+    None under runc, whose kernel OOM killer ends just the process."""
+    return limits.memory_bytes if is_gvisor(runtime) else None
+
+
 def gvisor_pids(limits: SandboxLimits) -> dict[str, Any]:
     """Under gVisor the guest's process limit is RLIMIT_NPROC (the module docstring)."""
     return {

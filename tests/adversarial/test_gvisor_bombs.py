@@ -1,0 +1,95 @@
+"""Bombs under gVisor (issue 23): a fork bomb and a single process's memory bomb end the
+bomb, not the sandbox.
+
+On the private runsc engine (tests/runtimes.py), at the sandbox layer, with the machine
+loaded on purpose: two CPU-bound host processes run beside every bomb. The fork bomb
+runs `ORSBOX_GVISOR_BOMB_RUNS` times, each in a fresh sandbox (5 in CI; the issue's
+check is 20: `ORSBOX_GVISOR_BOMB_RUNS=20 pytest tests/adversarial/test_gvisor_bombs.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+from tests.runtimes import docker_backend, runtime_available
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+MIB = 1024**2
+BOMB_RUNS = int(os.environ.get("ORSBOX_GVISOR_BOMB_RUNS", "5"))
+FORK_BOMB = ":(){ :|:& };:; sleep 30"
+BOMB_TIMEOUT_S = 5.0
+LIMITS = SandboxLimits(memory_bytes=512 * MIB)  # pids: the default 512
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def cpu_load() -> Iterator[None]:
+    """Two CPU-bound processes beside the bomb, as on a loaded machine."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield
+    for burner in burners:
+        burner.kill()
+        burner.wait()
+
+
+@pytest.fixture
+async def runsc(base_image: str) -> AsyncIterator[DockerBackend]:
+    runtime_available("runsc")
+    backend = docker_backend("runsc")
+    yield backend
+    await backend.close()
+
+
+@pytest.fixture
+async def sandbox(runsc: DockerBackend, base_image: str) -> AsyncIterator[DockerSandbox]:
+    sandbox = await runsc.start(SandboxSpec(image=base_image, limits=LIMITS, session_id="bombs"))
+    yield sandbox
+    await sandbox.close()
+
+
+async def user_processes(sandbox: DockerSandbox) -> int:
+    """Processes in the sandbox besides PID 1, the agent, its shell and this count."""
+    result = await sandbox.shell("ls /proc | grep -c '^[0-9]'", timeout_s=20)
+    return int(result.output) - 5  # init, agent, shell, ls, grep
+
+
+@pytest.mark.parametrize("run", range(BOMB_RUNS))
+async def test_a_fork_bomb_ends_and_the_session_answers(
+    run: int, cpu_load: None, sandbox: DockerSandbox
+) -> None:
+    result = await sandbox.shell(FORK_BOMB, timeout_s=BOMB_TIMEOUT_S)
+    assert result.timed_out, result
+    assert "killed" in result.output, result.output
+    assert await user_processes(sandbox) == 0, "the bomb outlived its call"
+    after = await sandbox.shell("(echo forked); echo $((6 * 7))", timeout_s=20)
+    assert after.output.endswith("forked\n42\n"), after.output
+    assert await user_processes(sandbox) == 0, "the bomb grew back"
+
+
+async def test_one_process_allocating_past_the_memory_fails_inside(
+    cpu_load: None, sandbox: DockerSandbox
+) -> None:
+    """gVisor has no OOM killer inside: the agent gives each command RLIMIT_AS = the
+    sandbox's memory, so the allocation fails (MemoryError) instead of the host
+    killing the whole sandbox."""
+    result = await sandbox.shell('python3 -c "b = bytearray(6 * 1024**3)"', timeout_s=60)
+    assert result.exit_code == 1 and "MemoryError" in result.output, result
+    past = await sandbox.shell('python3 -c "b = bytearray(600 * 1024**2)"', timeout_s=60)
+    assert past.exit_code == 1 and "MemoryError" in past.output, past
+    within = await sandbox.shell(
+        'python3 -c "b = bytearray(300 * 1024**2); print(len(b))"', timeout_s=60
+    )
+    assert within.output == f"{300 * MIB}\n", within
+    assert (await sandbox.shell("echo alive", timeout_s=20)).output == "alive\n"
