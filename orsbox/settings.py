@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -88,6 +88,14 @@ class Settings(BaseSettings):
     )
     warm_pool_idle_ttl_s: float = Field(
         default=600.0, gt=0, description="a spec not asked for this long has its pool emptied"
+    )
+
+    # -- SWE-bench-family grading (orsbox.formats.swebench.strict) ---------------------
+    grading: Literal["official", "strict"] = Field(
+        default="official",
+        description="which verdict of a SWE-bench-family task is the reward: official (the "
+        "harness's) or strict (the patch without its changes to tests, conftest.py, test "
+        "configuration and start-up hooks); metadata carries both",
     )
 
     # -- the sandbox API for openreward environments (orsbox.server.sandbox_api) ---------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +45,9 @@ class FormatOptions(BaseModel):
     episode_timeout_s: float | None = Field(default=None, gt=0)
     cpus: float | None = Field(default=None, gt=0)
     memory_bytes: int | None = Field(default=None, gt=0)
+    grading: Literal["official", "strict"] | None = Field(
+        default=None, description="the SWE reward's verdict; None: ORSBOX_GRADING's"
+    )
 
 
 def read_instance_ids(values: list[str]) -> tuple[str, ...] | None:
