@@ -30,6 +30,8 @@ import tarfile
 from typing import Any
 
 from orsbox.authoring.grader import Grade
+from orsbox.authoring.reward_hacking import METADATA_KEY
+from orsbox.formats.harbor import reward_hacking
 from orsbox.formats.harbor.images import MAKE_SCRATCH
 from orsbox.formats.harbor.task import HarborTask, Verifier
 from orsbox.sandbox.base import ExecResult, Sandbox
@@ -62,7 +64,8 @@ done
 async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
     """Grade the sandbox as it is now (see the module docstring)."""
     verifier = task.verifier
-    killed = await sandbox.kill_processes()
+    report = await reward_hacking.inspect(sandbox)
+    killed, found = report.processes_killed, {METADATA_KEY: report.metadata()}
     installed = await sandbox.exec(
         ["bash", "-c", INSTALL, "install", verifier.script],
         stdin=tests_archive(verifier),
@@ -71,7 +74,9 @@ async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
     )
     if installed.exit_code != 0:
         text = f"[reward 0: the tests could not be copied to /tests]\n{installed.output.strip()}"
-        return Grade(0.0, text, {"reward_error": "tests not installed", "processes_killed": killed})
+        return Grade(
+            0.0, text, {"reward_error": "tests not installed", "processes_killed": killed, **found}
+        )
     result = await _run(sandbox, task)
     grade = (
         _harbor_grade(await _collect(sandbox), result)
@@ -82,8 +87,9 @@ async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
         **grade.metadata,
         "processes_killed": killed,
         "verifier_timed_out": result.timed_out,
+        **found,
     }
-    return Grade(grade.reward, grade.text, metadata)
+    return Grade(grade.reward, "\n".join([grade.text, *report.findings()]), metadata)
 
 
 def tests_archive(verifier: Verifier) -> bytes:
