@@ -36,6 +36,7 @@ async def test_a_new_console_script_is_installed_before_the_tests(
     assert "Successfully installed calc" in out.metadata["log_tail"]
 
 
+@pytest.mark.full_matrix
 async def test_with_build_isolation_offline_the_old_install_is_graded(
     install_env: Any, play: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
