@@ -85,7 +85,13 @@ def _pyproject_tests(text: str) -> list[Any]:
     data = tomllib.loads(text) if text.strip() else {}
     tool = data.get("tool", {})
     entry_points = data.get("project", {}).get("entry-points", {})
-    return [tool.get("pytest"), tool.get("tox"), entry_points.get(PLUGIN_ENTRY_POINT)]
+    poetry_plugins = tool.get("poetry", {}).get("plugins", {})
+    return [
+        tool.get("pytest"),
+        tool.get("tox"),
+        entry_points.get(PLUGIN_ENTRY_POINT),
+        poetry_plugins.get(PLUGIN_ENTRY_POINT),
+    ]
 
 
 def _setup_cfg_tests(text: str) -> dict[str, dict[str, str]]:

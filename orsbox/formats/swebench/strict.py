@@ -110,7 +110,7 @@ def sandbox_versions(sandbox: Sandbox, workdir: str, base: str) -> Versions:
     async def versions(path: str) -> tuple[str, str]:
         quoted = shlex.quote(f"{base}:{path}")
         old = await sandbox.exec(
-            ["bash", "-c", f"{GIT} cat-file -p {quoted} 2>/dev/null"],
+            ["bash", "-c", f"{GIT} --no-replace-objects cat-file -p {quoted} 2>/dev/null"],
             cwd=workdir,
             output_cap_bytes=CONFIG_MAX_BYTES,
         )

@@ -73,6 +73,12 @@ PYPROJECT = (
         ("setup.cfg", "[metadata]\nname = calc\n", "[tool:pytest]\naddopts = -p x\n", True),
         ("setup.cfg", "", "[options.entry_points]\npytest11 =\n    x = calc.plugin\n", True),
         ("setup.py", "setup(name='a')", "setup(name='b')", False),
+        (
+            "pyproject.toml",
+            "",
+            '[tool.poetry.plugins.pytest11]\nx = "calc.plugin"\n',
+            True,
+        ),
         ("setup.py", "setup()", "setup(entry_points={'pytest11': ['x = calc.x']})", True),
     ],
 )
