@@ -29,7 +29,6 @@ from orsbox.formats.swebench.grading import GIT, Verdict
 from orsbox.sandbox.base import Sandbox
 
 GradingMode = Literal["official", "strict"]
-GRADING_MODES: tuple[GradingMode, ...] = ("official", "strict")
 FILE_HEADER = re.compile(r"^diff --git ", re.MULTILINE)
 QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
 CONFIG_MAX_BYTES = 4 * 1024 * 1024
@@ -156,13 +155,8 @@ class Verdicts:
     def text(self) -> str:
         other = "strict" if self.mode == "official" else "official"
         shown = self.strict if other == "strict" else self.official
-        lines = [
-            self.chosen.text(),
-            f"({other} verdict: {'resolved' if shown.resolved else 'not resolved'})",
-        ]
-        if self.protected_changed:
-            lines.append("protected files changed: " + ", ".join(self.protected_changed[:20]))
-        return "\n".join(lines)
+        summary = "resolved" if shown.resolved else "not resolved"
+        return f"{self.chosen.text()}\n({other} verdict: {summary})"
 
 
 async def grade_both(
