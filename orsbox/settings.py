@@ -159,6 +159,13 @@ class Settings(BaseSettings):
         default="human", pattern="^(human|json)$", description="human, or json: one object a line"
     )
 
+    # -- a grader that could not run (orsbox.errors.GradingError, docs/grading-errors.md) --
+    grading_errors: Literal["error", "as-zero"] = Field(
+        default="error",
+        description="a grader that could not run: error (submit fails naming the cause), "
+        "or as-zero (reward 0.0, Harbor's numbers); the episode record keeps the cause",
+    )
+
     # -- one cell of a cluster behind a router (orsbox.server.cells, docs/cluster.md) -----
     cell: str = Field(
         default_factory=lambda: _default_cell(),
