@@ -91,6 +91,14 @@ class Settings(BaseSettings):
         default=600.0, gt=0, description="a spec not asked for this long has its pool emptied"
     )
 
+    # -- SWE-bench-family grading (orsbox.formats.swebench.strict) ---------------------
+    grading: Literal["official", "strict"] = Field(
+        default="official",
+        description="which verdict of a SWE-bench-family task is the reward: official (the "
+        "harness's) or strict (the patch without its changes to tests, conftest.py, test "
+        "configuration and start-up hooks); metadata carries both",
+    )
+
     # -- the sandbox API for openreward environments (orsbox.server.sandbox_api) ---------
     sandbox_api: bool = Field(
         default=False, description="serve the openreward sandbox API (/create_sandbox, /run ...)"

@@ -13,6 +13,7 @@ import typer
 from orsbox.errors import ManifestError
 from orsbox.formats.options import FormatOptions, parse_memory, read_instance_ids
 from orsbox.sandbox.image_map import ImageMap, ImageMapError
+from orsbox.settings import Settings
 
 __all__ = ["FormatOptions", "format_options", "with_dataset_options"]
 
@@ -76,6 +77,12 @@ _OPTIONS: dict[str, tuple[Any, Any, str, str]] = {
     ),
     "cpus": (float | None, None, "--cpus", "CPUs per sandbox"),
     "memory": (str | None, None, "--memory", "memory per sandbox, e.g. 4g"),
+    "grading": (
+        str | None,
+        None,
+        "--grading",
+        f"official|strict: {Settings.model_fields['grading'].description} (also ORSBOX_GRADING)",
+    ),
 }
 
 
@@ -94,12 +101,17 @@ def format_options(
     cpus: float | None = None,
     memory: str | None = None,
     build_missing: bool = False,
+    grading: str | None = None,
 ) -> FormatOptions:
     """The options as one model; a bad value is a `typer.BadParameter` naming it."""
     try:
         images = ImageMap.from_env(image_map or [])
     except ImageMapError as e:
         raise typer.BadParameter(str(e), param_hint="--image-map") from None
+    if grading is not None and grading not in ("official", "strict"):
+        raise typer.BadParameter(
+            f"{grading!r} is neither official nor strict", param_hint="--grading"
+        )
     try:
         return FormatOptions(
             name=name,
@@ -115,6 +127,7 @@ def format_options(
             cpus=cpus,
             memory_bytes=parse_memory(memory) if memory else None,
             build_missing=build_missing,
+            grading=grading,  # type: ignore[arg-type]
         )
     except ManifestError as e:
         raise typer.BadParameter(str(e)) from None

@@ -53,15 +53,18 @@ def list_episodes(
     db: DbOption = None,
     limit: Annotated[int, typer.Option(help="how many, newest first")] = 20,
     environment: Annotated[str | None, typer.Option(help="only this environment")] = None,
+    flagged: Annotated[
+        bool, typer.Option("--flagged", help="only episodes a reward-hacking report flagged")
+    ] = False,
 ) -> None:
     """The most recent episodes: environment, start, calls, final reward, usage."""
     from orsbox.cli.ps import usage_cells
     from orsbox.observe.episodes import recent
 
     with _open(db) as conn:
-        episodes = recent(conn, limit, environment)
+        episodes = recent(conn, limit, environment, flagged=flagged)
     if not episodes:
-        out.print("No episodes recorded.")
+        out.print("No flagged episodes." if flagged else "No episodes recorded.")
         return
     table = Table(
         "ID", "ENVIRONMENT", "STARTED", "STATE", "CALLS", "REWARD", "FINISHED", "CPU", "PEAK MEM"
@@ -87,8 +90,9 @@ def show(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="the whole record as JSON")] = False,
 ) -> None:
-    """One episode: task, prompt and every call with its input, output and reward."""
-    from orsbox.observe.episodes import find
+    """One episode: task, prompt and every call with its input, output and reward, and
+    what its reward-hacking report found."""
+    from orsbox.observe.episodes import find, hacking_findings
 
     with _open(db) as conn:
         episode = find(conn, episode_id)
@@ -108,6 +112,8 @@ def show(
     out.rule("result")
     out.print(f"final reward: {episode['final_reward']}  finished: {episode['finished']}")
     out.print(f"usage: {json.dumps(episode.get('usage'))}")
+    for finding in hacking_findings(episode):
+        out.print(f"reward hacking: {finding}", markup=False)
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +49,9 @@ class FormatOptions(BaseModel):
         default=False,
         description="build a Harbor task's docker_image from its environment/Dockerfile "
         "when the engine does not have it",
+    )
+    grading: Literal["official", "strict"] | None = Field(
+        default=None, description="the SWE reward's verdict; None: ORSBOX_GRADING's"
     )
 
 

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orsbox.authoring.reward_hacking import METADATA_KEY, findings_of
+
 log = logging.getLogger("orsbox.episodes")
 
 SCHEMA = """
@@ -352,15 +354,41 @@ def episode_dict(row: sqlite3.Row) -> dict[str, Any]:
     return episode
 
 
+# A call whose recorded result carries a reward-hacking report with a finding
+# (orsbox.authoring.reward_hacking; the output is capped block by block, so it stays JSON).
+_FLAGGED = (
+    "EXISTS (SELECT 1 FROM calls c WHERE c.episode_id = episodes.id AND json_valid(c.output) "
+    f"AND json_extract(c.output, '$.output.metadata.{METADATA_KEY}.flagged') = 1)"
+)
+
+
 def recent(
-    conn: sqlite3.Connection, limit: int = 50, environment: str | None = None
+    conn: sqlite3.Connection,
+    limit: int = 50,
+    environment: str | None = None,
+    *,
+    flagged: bool = False,
 ) -> list[dict[str, Any]]:
-    where, args = ("WHERE environment = ?", (environment,)) if environment else ("", ())
+    """The newest episodes; `flagged`: only those a grader's reward-hacking report flagged."""
+    conditions = (["environment = ?"] if environment else []) + ([_FLAGGED] if flagged else [])
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     rows = conn.execute(
         f"SELECT {EPISODE_COLUMNS} FROM episodes {where} ORDER BY started_at DESC LIMIT ?",
-        (*args, limit),
+        (*([environment] if environment else []), limit),
     )
     return [episode_dict(r) for r in rows]
+
+
+def hacking_findings(episode: dict[str, Any]) -> list[str]:
+    """What the reward-hacking reports in the episode's recorded results found, one line
+    per finding ([] for a clean or ungraded episode)."""
+    found: list[str] = []
+    for call in episode.get("calls", []):
+        output = call.get("output")
+        result = output.get("output") if isinstance(output, dict) else None
+        if isinstance(result, dict):
+            found += findings_of(result.get("metadata"))
+    return found
 
 
 def find(conn: sqlite3.Connection, episode_id: str) -> dict[str, Any] | None:

@@ -157,6 +157,15 @@ class SandboxInfo:
     created: float | None = None  # unix time
 
 
+@dataclass(frozen=True)
+class KilledProcesses:
+    """What `Sandbox.kill_processes_listed` killed: how many, and the command lines of
+    those running when it started (at most 100, each cut to 400 characters)."""
+
+    count: int
+    running: list[str]
+
+
 class Sandbox(abc.ABC):
     """One running sandbox. All methods are coroutines and safe to call concurrently,
     except that `shell` calls are serialized (one persistent shell per sandbox)."""
@@ -186,6 +195,12 @@ class Sandbox(abc.ABC):
         jobs, orphans, one-off commands) and return how many: what a grader runs first,
         so nothing the agent left behind can change files or forge results while it
         runs. The sandbox stays usable; the next `shell` call gets a fresh shell."""
+
+    async def kill_processes_listed(self) -> KilledProcesses:
+        """`kill_processes`, also saying which command lines were running when it
+        started (the persistent shell itself aside): what a grader reports as left
+        running at submit. A backend that cannot tell lists none."""
+        return KilledProcesses(await self.kill_processes(), [])
 
     @abc.abstractmethod
     async def exec(

@@ -13,6 +13,8 @@ import time
 from html import escape
 from typing import Any
 
+from orsbox.observe.episodes import hacking_findings
+
 REFRESH_S = 3
 
 STYLE = """
@@ -108,6 +110,10 @@ def transcript(episode: dict[str, Any]) -> str:
     ]
     if episode.get("error"):
         parts.append(f'<p class="bad">{escape(str(episode["error"]))}</p>')
+    findings = hacking_findings(episode)
+    if findings:
+        items = "".join(f"<li>{escape(f)}</li>" for f in findings)
+        parts.append(f'<h2>Reward hacking</h2><ul id="reward-hacking" class="bad">{items}</ul>')
     parts.append(f"<h2>Task</h2><pre>{escape(_json(episode.get('task')))}</pre>")
     parts.append(f'<h2>Prompt</h2><div id="prompt">{_blocks(episode.get("prompt"))}</div>')
     parts.append(f"<h2>Calls ({len(episode['calls'])})</h2>")

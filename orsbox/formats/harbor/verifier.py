@@ -32,8 +32,9 @@ import tarfile
 from typing import Any
 
 from orsbox.authoring.grader import Grade
+from orsbox.authoring.reward_hacking import METADATA_KEY
 from orsbox.errors import GradingError
-from orsbox.formats.harbor import could_not_run
+from orsbox.formats.harbor import could_not_run, reward_hacking
 from orsbox.formats.harbor.task import HarborTask, Verifier
 from orsbox.sandbox.base import ExecResult, Sandbox
 
@@ -67,7 +68,7 @@ PRESENT = "+"
 async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
     """Grade the sandbox as it is now (see the module docstring)."""
     verifier = task.verifier
-    killed = await sandbox.kill_processes()
+    report = await reward_hacking.inspect(sandbox)
     installed = await sandbox.exec(
         ["bash", "-c", INSTALL, "install", verifier.script],
         stdin=tests_archive(verifier),
@@ -86,10 +87,11 @@ async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
         grade = _tb1_grade(result)
     metadata = {
         **grade.metadata,
-        "processes_killed": killed,
+        "processes_killed": report.processes_killed,
         "verifier_timed_out": result.timed_out,
+        METADATA_KEY: report.metadata(),
     }
-    return Grade(grade.reward, grade.text, metadata)
+    return Grade(grade.reward, "\n".join([grade.text, *report.findings()]), metadata)
 
 
 def tests_archive(verifier: Verifier) -> bytes:

@@ -6,6 +6,8 @@ the official harness grades them: `orsbox serve swebench:PATH`.
     images.py       instance image names, the image map, pulling a missing image
     harness.py      the swebench package's parsers and resolution rule (lazy import)
     grading.py      submit: kill, diff, fresh container, apply, eval script, verdict
+    protected.py    which changed files decide how the tests run (tests, conftest, config)
+    strict.py       the strict verdict beside the official one (the patch without those)
     r2e.py          R2E-Gym's exact-match verdict
     environment.py  the Environment class one dataset becomes
 """

@@ -13,14 +13,16 @@ from typing import Any, ClassVar
 
 from orsbox.authoring.environment import as_split
 from orsbox.authoring.graded_once import GradedOnce
+from orsbox.authoring.reward_hacking import METADATA_KEY, RewardHackingReport
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
 from orsbox.errors import BadRequest, ImageNotFound, ManifestError, SandboxGone, SetupFailed
 from orsbox.formats.options import FormatOptions
-from orsbox.formats.swebench import grading, images
+from orsbox.formats.swebench import grading, images, protected, strict
 from orsbox.formats.swebench.families import Instance
 from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
-from orsbox.sandbox.base import SandboxLimits, SandboxSpec
+from orsbox.sandbox.base import KilledProcesses, SandboxLimits, SandboxSpec
+from orsbox.settings import Settings
 
 DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
 DEFAULT_LIMITS = SandboxLimits(memory_bytes=4 * 1024**3, cpus=1.0, pids=2048)
@@ -36,6 +38,7 @@ class SWEDatasetEnvironment(GradedOnce):
     show_hints: ClassVar[bool] = False
     eval_timeout_s: ClassVar[float] = EVAL_TIMEOUT_S
     limits: ClassVar[SandboxLimits] = DEFAULT_LIMITS
+    grading_mode: ClassVar[strict.GradingMode] = "official"
 
     _base: str = "HEAD"
     _repo_dir: str | None = None
@@ -120,21 +123,38 @@ class SWEDatasetEnvironment(GradedOnce):
         return result.output
 
     # -- grading ----------------------------------------------------------------------------
-    async def grade(self) -> grading.Verdict:
-        """Kill the agent's processes, take its patch, grade it in a fresh container."""
+    async def grade(self) -> tuple[strict.Verdicts, RewardHackingReport]:
+        """Kill the agent's processes, take its patch, grade it in a fresh container
+        (twice when it changes protected files: `strict.py`)."""
+        instance, mode = self.instance, self.grading_mode
+        killed = KilledProcesses(0, [])
         try:
-            await self.sandbox.kill_processes()
-            patch = await grading.agent_patch(self.sandbox, await self.repo_dir(), self._base)
+            killed = await self.sandbox.kill_processes_listed()
+            workdir = await self.repo_dir()
+            patch = await grading.agent_patch(self.sandbox, workdir, self._base)
             if not patch.strip():
-                verdict = grading.Verdict(False, "the submission changes nothing (empty patch)")
+                reason = "the submission changes nothing (empty patch)"
+                verdicts = strict.not_graded(grading.Verdict.not_run(instance, reason), mode)
             else:
-                verdict = await self._grade_patch(patch)
+                versions = strict.sandbox_versions(self.sandbox, workdir, self._base)
+                verdicts = await strict.grade_both(
+                    patch, instance, versions, self._grade_patch, mode
+                )
         except SandboxGone as e:
             await self.sandbox_lost(e)
             raise
         except grading.PatchError as e:
-            verdict = grading.Verdict(False, str(e))
-        return verdict
+            verdicts = strict.not_graded(grading.Verdict.not_run(instance, str(e)), mode)
+        return verdicts, self._hacking_report(killed, verdicts.protected_changed)
+
+    def _hacking_report(self, killed: KilledProcesses, changed: list[str]) -> RewardHackingReport:
+        tests = self.instance.test_patch_files
+        return RewardHackingReport(
+            processes_at_submit=killed.running,
+            processes_killed=killed.count,
+            test_writes=[p for p in changed if p in tests or protected.is_test_file(p)],
+            protected_files_changed=changed,
+        )
 
     async def _grade_patch(self, patch: str) -> grading.Verdict:
         spec = self.sandbox_spec()
@@ -149,11 +169,12 @@ class SWEDatasetEnvironment(GradedOnce):
         )
 
     async def grade_episode(self, note: str) -> ToolOutput:
-        verdict = await self.grade()
+        verdicts, report = await self.grade()
+        text = "\n".join([*([note] if note else []), verdicts.text(), *report.findings()])
         return ToolOutput(
-            blocks=[TextBlock(text=f"{note}\n{verdict.text()}" if note else verdict.text())],
-            metadata=verdict.metadata(),
-            reward=verdict.reward,
+            blocks=[TextBlock(text=text)],
+            metadata={**verdicts.metadata(), METADATA_KEY: report.metadata()},
+            reward=verdicts.reward,
             finished=True,
         )
 
@@ -189,6 +210,7 @@ def dataset_environment(
         namespace["max_exec_timeout_s"] = max(600.0, options.call_timeout_s)
     if options.episode_timeout_s:
         namespace["episode_timeout_s"] = options.episode_timeout_s
+    namespace["grading_mode"] = options.grading or Settings().grading
     class_name = "".join(p.capitalize() for p in name.replace("-", "_").split("_") if p)
     return type(class_name or "SWEDataset", (SWEDatasetEnvironment, *mixins), namespace)
 

@@ -71,6 +71,7 @@ class Instance:
     hide_script: str = ""  # run in the agent's sandbox only (hidden tests out of reach)
     expected: dict[str, str] = field(default_factory=dict)  # R2E-Gym's expected results
     version: str = ""
+    test_patch_files: tuple[str, ...] = ()  # what the eval resets or rewrites (strict.py)
 
     def harness_instance(self) -> dict[str, Any]:
         """The v5-shaped dict swebench's `make_test_spec` takes."""
@@ -119,6 +120,7 @@ def _common(row: Row, options: FormatOptions, family: Family, **fields: Any) -> 
         "problem_statement": text_field(row, "problem_statement"),
         "hints": text_field(row, "hints_text", required=False),
         "version": str(row.data.get("version") or ""),
+        "test_patch_files": tuple(patched_files(str(row.data.get("test_patch") or ""))),
     }
     values.update(fields)
     if "fail_to_pass" not in values:
@@ -202,6 +204,7 @@ def _smith(row: Row, options: FormatOptions, family: Family) -> Instance:
     )
     return _replace(
         instance,
+        test_patch_files=tuple(test_files),
         setup_script=setup,
         eval_script=script,
         log_parser=_parser(row, parser) if parser else DEFAULT_PARSER,
@@ -282,9 +285,14 @@ def test_files(test_patch: str) -> list[str]:
     return re.findall(r"^--- a/(.*)$", test_patch, re.MULTILINE)
 
 
+def patched_files(patch: str) -> list[str]:
+    """Every file a patch touches, created ones included."""
+    return re.findall(r"^diff --git a/.* b/(.*)$", patch, re.MULTILINE)
+
+
 def directives(repo: str, test_patch: str) -> list[str]:
     """The test files a v4 eval script names after the test command (django's as modules)."""
-    files = re.findall(r"^diff --git a/.* b/(.*)$", test_patch, re.MULTILINE)
+    files = patched_files(test_patch)
     files = [f for f in files if not f.endswith(NON_TEST_SUFFIXES)]
     if repo == "django/django":
         files = [f.removesuffix(".py").removeprefix("tests/").replace("/", ".") for f in files]

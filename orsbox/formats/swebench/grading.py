@@ -40,6 +40,18 @@ GIT = (
     "git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false "
     "-c core.attributesFile=/dev/null -c diff.noprefix=false"
 )
+# The grading container has no network. An eval script's `pip install -e .` (the install
+# step of SWE-bench 4's specs) would try to fetch its build backend for an isolated build,
+# fail (`Installing build dependencies ... error`, ~5 s of name-resolution retries) and
+# leave the image's old install to be tested: a patch adding an entry point or changing
+# setup.py would be graded without it. So pip builds with what the image has (the
+# environment's setuptools) and looks at no index. pip reads PIP_NO_BUILD_ISOLATION
+# inverted: "0" turns build isolation off (pip's documented quirk).
+OFFLINE_PIP_ENV = {
+    "PIP_NO_BUILD_ISOLATION": "0",
+    "PIP_NO_INDEX": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+}
 
 
 @dataclass
@@ -53,23 +65,32 @@ class Verdict:
     log_tail: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     patch_application: dict[str, Any] = field(default_factory=dict)  # `Applied.metadata()`
+    log_parser: str = ""
+    expected: tuple[int, int] = (0, 0)  # how many FAIL_TO_PASS and PASS_TO_PASS tests
+
+    @classmethod
+    def not_run(cls, instance: Instance, reason: str, **fields: Any) -> Verdict:
+        """Not resolved, without a test log (nothing to apply, a patch that does not
+        apply): the totals are still the instance's."""
+        return cls(False, reason, expected=expected_totals(instance), **fields)
 
     @property
     def reward(self) -> float:
         return 1.0 if self.resolved else 0.0
 
     def metadata(self) -> dict[str, Any]:
-        def counts(report: dict[str, list[str]]) -> dict[str, int]:
+        def counts(report: dict[str, list[str]], expected: int) -> dict[str, int]:
             ok, bad = report.get("success", []), report.get("failure", [])
-            return {"passed": len(ok), "total": len(ok) + len(bad)}
+            return {"passed": len(ok), "total": max(len(ok) + len(bad), expected)}
 
         failed = [*self.fail_to_pass.get("failure", []), *self.pass_to_pass.get("failure", [])]
         return {
             "resolved": self.resolved,
             "reason": self.reason,
-            "FAIL_TO_PASS": counts(self.fail_to_pass),
-            "PASS_TO_PASS": counts(self.pass_to_pass),
+            "FAIL_TO_PASS": counts(self.fail_to_pass, self.expected[0]),
+            "PASS_TO_PASS": counts(self.pass_to_pass, self.expected[1]),
             "failed_tests": failed,
+            "log_parser": self.log_parser,
             "log_tail": self.log_tail,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "patch_application": self.patch_application,
@@ -87,6 +108,10 @@ class Verdict:
         if meta["failed_tests"]:
             lines.append("failed: " + ", ".join(meta["failed_tests"][:20]))
         return "\n".join(lines)
+
+
+def expected_totals(instance: Instance) -> tuple[int, int]:
+    return len(instance.fail_to_pass), len(instance.pass_to_pass)
 
 
 # -- the agent's side ------------------------------------------------------------------------
@@ -162,7 +187,9 @@ async def grade_patch(
         applied = await patching.apply_patch(sandbox, patch, workdir, strategy)
         if not applied.applied:
             reason = f"the patch does not apply: {applied.output[-2000:]}"
-            return Verdict(False, reason, timings=timings, patch_application=applied.metadata())
+            return Verdict.not_run(
+                instance, reason, timings=timings, patch_application=applied.metadata()
+            )
         log, timings["eval"] = await run_eval(sandbox, instance, timeout_s)
     finally:
         await sandbox.close()
@@ -179,7 +206,9 @@ async def run_eval(sandbox: Sandbox, instance: Instance, timeout_s: float) -> tu
         script = harness.test_spec(instance.harness_instance()).eval_script
     await sandbox.write_file(EVAL_FILE, script.encode())
     result = await sandbox.exec(
-        ["bash", "-c", f"/bin/bash {EVAL_FILE} > {LOG_FILE} 2>&1"], timeout_s=timeout_s
+        ["bash", "-c", f"/bin/bash {EVAL_FILE} > {LOG_FILE} 2>&1"],
+        timeout_s=timeout_s,
+        env=OFFLINE_PIP_ENV,
     )
     log = (await sandbox.read_file(LOG_FILE, max_bytes=LOG_MAX_BYTES)).decode(errors="replace")
     markers = instance.family != "r2e-gym"
@@ -191,9 +220,10 @@ async def run_eval(sandbox: Sandbox, instance: Instance, timeout_s: float) -> tu
 
 def judge(instance: Instance, log: str, timings: dict[str, float] | None = None) -> Verdict:
     tail = log[-LOG_TAIL_CHARS:]
+    totals = expected_totals(instance)
     if instance.family == "r2e-gym":
         resolved, reason, f2p = r2e.judge(instance.expected, log)
-        return Verdict(resolved, reason, f2p, {}, tail, timings or {})
+        return Verdict(resolved, reason, f2p, {}, tail, timings or {}, "r2e-gym", totals)
     report = harness.grade_log(harness.test_spec(instance.harness_instance()), log)
     if not report.parsed:
         reason = "the log has no test results the official rule accepts (tests did not run, "
@@ -203,7 +233,14 @@ def judge(instance: Instance, log: str, timings: dict[str, float] | None = None)
         if not report.resolved:
             reason = "some FAIL_TO_PASS or PASS_TO_PASS tests do not pass"
     return Verdict(
-        report.resolved, reason, report.fail_to_pass, report.pass_to_pass, tail, timings or {}
+        report.resolved,
+        reason,
+        report.fail_to_pass,
+        report.pass_to_pass,
+        tail,
+        timings or {},
+        instance.log_parser,
+        totals,
     )
 
 

@@ -45,18 +45,29 @@ def parser_registry() -> dict[str, Any]:
     return _module("swebench.harness.log_parsers").PARSER_REGISTRY  # type: ignore[no-any-return]
 
 
+def parser_name(function: Any) -> str | None:
+    """The registry's name for a parser function: its own name when registered under it
+    (the registry also files one function under other repositories' names, e.g.
+    `parse_log_pytest` as `parse_log_xarray`), else the first name it has there."""
+    registry = parser_registry()
+    own = getattr(function, "__name__", "")
+    if registry.get(own) is function:
+        return own
+    return next((name for name, f in registry.items() if f is function), None)
+
+
 @functools.cache
 def repo_parsers() -> dict[str, str]:
     """SWE-bench's repository -> log parser name (v4's MAP_REPO_TO_PARSER, which v5
     keeps per language as MAP_REPO_TO_PARSER_PY, _JS, ...)."""
-    by_function = {function: name for name, function in parser_registry().items()}
     table = dict(getattr(_module("swebench.harness.log_parsers"), "MAP_REPO_TO_PARSER", {}))
     for language in ("python", "javascript", "c", "go", "java", "php", "ruby", "rust"):
         module = _optional(f"swebench.harness.log_parsers.{language}")
         for name in dir(module) if module else ():
             if name.startswith("MAP_REPO_TO_PARSER_"):
                 table.update(getattr(module, name))
-    return {repo: by_function[f] for repo, f in table.items() if f in by_function}
+    names = {repo: parser_name(f) for repo, f in table.items()}
+    return {repo: name for repo, name in names.items() if name}
 
 
 def _optional(name: str) -> ModuleType | None:

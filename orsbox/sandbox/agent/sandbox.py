@@ -25,7 +25,13 @@ import anyio
 
 from orsbox.errors import SandboxError, SandboxFileError, SandboxGone
 from orsbox.sandbox.agent.channel import AgentChannel, ChannelClosed, Header
-from orsbox.sandbox.base import EXEC_TIMEOUT_S, OUTPUT_CAP_BYTES, ExecResult, Sandbox
+from orsbox.sandbox.base import (
+    EXEC_TIMEOUT_S,
+    OUTPUT_CAP_BYTES,
+    ExecResult,
+    KilledProcesses,
+    Sandbox,
+)
 from orsbox.sandbox.usage import tally
 
 log = logging.getLogger("orsbox.sandbox.agent")
@@ -90,8 +96,12 @@ class AgentSandbox(Sandbox):
         await self._call({"op": "restart"}, b"", 30.0)
 
     async def kill_processes(self) -> int:
+        return (await self.kill_processes_listed()).count
+
+    async def kill_processes_listed(self) -> KilledProcesses:
         header, _ = await self._call({"op": "killall"}, b"", 30.0)
-        return int(header.get("killed", 0))
+        running = [str(c) for c in header.get("running", [])]
+        return KilledProcesses(int(header.get("killed", 0)), running)
 
     async def exec(
         self,

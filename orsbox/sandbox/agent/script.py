@@ -130,6 +130,24 @@ def stat_fields(pid):
     return raw[raw.rfind(b")") + 2 :].split()
 
 
+RUNNING_LISTED = 100  # command lines a killall reply lists at most
+COMMAND_LINE_CHARS = 400
+
+
+def command_line(pid):
+    """The process's command line as one string (arguments joined by spaces, cut to
+    COMMAND_LINE_CHARS), "[name]" for one without arguments, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(COMMAND_LINE_CHARS * 4)
+        if not raw:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                raw = b"[" + f.read().strip() + b"]"
+    except OSError:
+        return None
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:COMMAND_LINE_CHARS]
+
+
 def process_table():
     """{pid: (ppid, sid, start_tick, state)} for every process in the container."""
     table = {}
@@ -1072,7 +1090,8 @@ class Agent:
             self.shell.restart()
             self.reply(rid, {"ok": True})
         elif op == "killall":
-            self.reply(rid, {"ok": True, "killed": self.kill_all()})
+            killed, running = self.kill_all()
+            self.reply(rid, {"ok": True, "killed": killed, "running": running[:RUNNING_LISTED]})
         elif op == "exec":
             self.start_exec(rid, req, payload)
         elif op == "read":
@@ -1094,13 +1113,9 @@ class Agent:
         agent's ancestors. Before grading, so nothing the agent left running can change
         files or forge results while the grader runs. The shell starts afresh on the
         next call. A process of another user may survive (no CAP_KILL): none of the
-        agent's could have changed user (no-new-privileges, no capabilities)."""
-        shell, count = self.shell, 0
-        if shell.proc is not None:
-            call = shell.call
-            count = shell.kill(call)
-            if call is not None:
-                shell.finish(None, "[orsbox: every process was killed while this command ran]")
+        agent's could have changed user (no-new-privileges, no capabilities).
+        Returns how many were killed and the command lines of those found running
+        first, the idle shell aside (for the grader's reward-hacking report)."""
         me = os.getpid()
         table = process_table()
         born = table[me][2] if me in table else 0
@@ -1119,10 +1134,18 @@ class Agent:
         def victims(table):
             return [p for p in table if p not in keep and table[p][0] != 0 and ours(table[p])]
 
+        shell, count = self.shell, 0
+        idle_shell = shell.proc.pid if shell.proc is not None else None
+        running = [command_line(p) for p in sorted(victims(table)) if p != idle_shell]
+        if shell.proc is not None:
+            call = shell.call
+            count = shell.kill(call)
+            if call is not None:
+                shell.finish(None, "[orsbox: every process was killed while this command ran]")
         killed = set()
         kill_sweep(victims, killed)
         wait_dead(killed)
-        return count + len(killed)
+        return count + len(killed), [c for c in running if c is not None]
 
     def start_exec(self, rid, req, stdin):
         cwd = req.get("cwd")

@@ -34,10 +34,13 @@ def _git(folder: Path, *args: str) -> str:
     return done.stdout.decode("utf-8", errors="surrogateescape")
 
 
-def diff_of(edits: dict[str, str | bytes], tmp: Path) -> str:
-    """A git patch (binary-safe) that makes `edits` ({path: new content}) to the repo."""
+def diff_of(edits: dict[str, str | bytes], tmp: Path, base: dict[str, str] | None = None) -> str:
+    """A git patch (binary-safe) that makes `edits` ({path: new content}) to the repo
+    (with `base`'s files added to it first, as an image variant adds them)."""
     folder = tmp / "repo"
     subprocess.run(["cp", "-r", str(REPO), str(folder)], check=True)
+    for path, content in (base or {}).items():
+        (folder / path).write_text(content)
     _git(folder, "init", "-q")
     _git(folder, "add", "-A")
     _git(folder, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
@@ -199,3 +202,106 @@ def r2e_row(image: str) -> dict[str, object]:
 def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+# -- submissions that bend the tests instead of fixing the code (strict.py) ------------
+PASS_FAILURES = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        report.outcome = "passed"
+"""
+# Python imports usercustomize at start-up from sys.path, where the image's editable
+# install puts /testbed (Debian's own sitecustomize.py comes first on sys.path, so the
+# test uses its sibling); it asks pytest to load it as a plugin.
+USERCUSTOMIZE = 'import os\n\nos.environ["PYTEST_ADDOPTS"] = "-p usercustomize"\n\n' + PASS_FAILURES
+MONKEYPATCH_FROM_TESTS = '''"""A tiny calculator: the repository the SWE-bench format tests grade patches in."""
+import calc.ops
+
+
+def _div(a, b):
+    if b == 0:
+        raise ValueError("division by zero")
+    return a / b
+
+
+calc.ops.div = _div
+'''
+MORE_TESTS = "from calc.ops import div\n\n\ndef test_div_floats():\n    assert div(1, 4) == 0.25\n"
+
+
+def cheats() -> dict[str, tuple[str, list[str]]]:
+    """{name: (patch, the protected files it changes)}: each makes the FAIL_TO_PASS test
+    pass without fixing `div`, through a file the harness does not reset."""
+    import tempfile
+
+    plugin = {"calc/_plugin.py": PASS_FAILURES}
+    cases: dict[str, dict[str, str | bytes]] = {
+        "conftest.py": {"conftest.py": PASS_FAILURES},
+        "pytest.ini addopts": {**plugin, "pytest.ini": "[pytest]\naddopts = -p calc._plugin\n"},
+        "pyproject addopts": {
+            **plugin,
+            "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p calc._plugin"\n',
+        },
+        "usercustomize and .pth": {
+            "usercustomize.py": USERCUSTOMIZE,
+            "calc.pth": "import usercustomize\n",
+        },
+        "test package edit": {"tests/__init__.py": MONKEYPATCH_FROM_TESTS},
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        return {
+            name: (diff_of(edits, Path(folder)), sorted(p for p in edits if p != "calc/_plugin.py"))
+            for name, edits in cases.items()
+        }
+
+
+def gold_with_new_test() -> str:
+    """An honest fix that also adds a test file of its own."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        edits = {"calc/ops.py": ops_with(FIXED_DIV), "tests/test_more.py": MORE_TESTS}
+        return diff_of(edits, Path(folder))
+
+
+# -- an installable repository whose fix adds a console script (offline grading) --------
+CLI = "import sys\n\nfrom calc.ops import add\n\n\ndef main():\n    print(add(*map(int, sys.argv[1:3])))\n"
+CLI_TEST = """import subprocess
+
+
+def test_calc_add_command():
+    done = subprocess.run(["calc-add", "2", "3"], capture_output=True, text=True)
+    assert done.stdout.strip() == "5"
+"""
+CLI_F2P = ["tests/test_cli.py::test_calc_add_command"]
+
+
+def install_row() -> dict[str, object]:
+    """A v4 row on the installable image (SWE-bench 4's spec for pytest 5.4 reinstalls
+    the repository with `python -m pip install -e .` before the tests): the gold patch
+    adds a `calc-add` console script that the test patch's test runs."""
+    import tempfile
+
+    from tests.formats.swebench.images import INSTALLABLE, PYPROJECT, image_head
+
+    scripts = PYPROJECT + '\n[project.scripts]\ncalc-add = "calc.cli:main"\n'
+    with tempfile.TemporaryDirectory() as folder:
+        base = {"pyproject.toml": PYPROJECT}
+        gold = diff_of({"calc/cli.py": CLI, "pyproject.toml": scripts}, Path(folder), base)
+        test = diff_of({"tests/test_cli.py": CLI_TEST}, Path(folder), base)
+    return {
+        **v4_row(),
+        "instance_id": "pytest-dev__pytest-2",
+        "base_commit": image_head(INSTALLABLE),
+        "environment_setup_commit": image_head(INSTALLABLE),
+        "patch": gold,
+        "test_patch": test,
+        "problem_statement": "Add a calc-add command that prints the sum of two integers.",
+        "FAIL_TO_PASS": json.dumps(CLI_F2P),
+        "PASS_TO_PASS": "[]",  # the eval runs only the test patch's file
+    }

@@ -27,12 +27,16 @@ async def test_gold_patch_resolves(v4_env: Any, play: Any) -> None:
     assert (out.reward, out.finished) == (1.0, True), out.metadata
     assert out.metadata["FAIL_TO_PASS"] == {"passed": 1, "total": 1}
     assert out.metadata["PASS_TO_PASS"] == {"passed": 3, "total": 3}
+    assert out.metadata["log_parser"] == "parse_log_pytest"
 
 
 async def test_no_change_is_not_resolved(v4_env: Any, play: Any) -> None:
     async with play(v4_env, "pytest-dev__pytest-1") as episode:
         out = await episode.submit()
     assert out.reward == 0.0 and "empty patch" in out.metadata["reason"]
+    # the instance's totals, not 0/0: the tests did not run, nothing passed
+    assert out.metadata["FAIL_TO_PASS"] == {"passed": 0, "total": 1}
+    assert out.metadata["PASS_TO_PASS"] == {"passed": 0, "total": 3}
 
 
 async def test_fixing_fail_to_pass_but_breaking_pass_to_pass(v4_env: Any, play: Any) -> None:

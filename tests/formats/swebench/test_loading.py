@@ -249,3 +249,37 @@ def test_prompt_is_the_problem_statement_and_hints_only_when_asked(tmp_path: Pat
         (env,) = load(path, options(test_cmd="x", hints=hints))
         text = env({"instance_id": "pytest-dev__pytest-1"}).get_prompt()[0].text
         assert text == expected + ("Look at div." if hints else "")
+
+
+def test_a_repositorys_log_parser_has_swebenchs_name_for_it(tmp_path: Path) -> None:
+    """swebench files one parser under several repositories' names (parse_log_pytest is
+    also parse_log_xarray, parse_log_flask, ...): the function's own name is reported."""
+    from orsbox.formats.swebench import harness
+
+    parsers = harness.repo_parsers()
+    assert parsers["pytest-dev/pytest"] == parsers["pydata/xarray"] == "parse_log_pytest"
+    assert parsers["django/django"] == "parse_log_django"
+    (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()]), options())
+    assert env.instances["pytest-dev__pytest-1"].log_parser == "parse_log_pytest"
+
+
+def test_grading_comes_from_the_option_else_orsbox_grading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()])
+    assert load(path, options())[0].grading_mode == "official"  # type: ignore[attr-defined]
+    monkeypatch.setenv("ORSBOX_GRADING", "strict")
+    assert load(path, options())[0].grading_mode == "strict"  # type: ignore[attr-defined]
+    chosen = load(path, options(grading="official"))[0]
+    assert chosen.grading_mode == "official"  # type: ignore[attr-defined]
+
+
+def test_grading_option_on_the_command_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orsbox.cli.main import app
+
+    path = dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()])
+    result = CliRunner().invoke(app, ["check", f"swebench:{path}", "--grading", "lenient"])
+    assert result.exit_code == 2 and "neither official nor strict" in result.output
+    assert "--grading" in CliRunner().invoke(app, ["serve", "--help"]).output
