@@ -35,7 +35,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.sandbox": ("protocol", "errors"),
         "orsbox.authoring": ("protocol", "sandbox", "errors"),
         "orsbox.formats": ("authoring", "sandbox", "protocol", "errors"),
-        "orsbox.observe": ("protocol", "sandbox", "errors"),
+        # episodes record what graders report (authoring's reward-hacking findings)
+        "orsbox.observe": ("protocol", "sandbox", "authoring", "errors"),
         "orsbox.bundle": ("authoring", "sandbox", "errors"),
         "orsbox.targets": ("bundle", "formats", "authoring", "sandbox", "errors"),
         # the server's configuration: which cell and backend a server runs with
@@ -45,7 +46,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             *("settings", ROOT),  # ROOT: orsbox.__version__
         ),
         "orsbox.runner": ("server", "settings", "authoring"),
-        ROOT: ("runner", "authoring", "protocol"),
+        ROOT: ("runner", "authoring", "protocol", "errors"),  # errors: GradingError
         "orsbox.client": ("errors",),
         "orsbox.evaluation": ("client", "errors"),
         "orsbox.cluster": ("bundle", "sandbox", "errors", ROOT),
@@ -65,6 +66,10 @@ ALLOWED: dict[str, frozenset[str]] = {
 # longer imports what it names (remove it).
 KNOWN_EXCEPTIONS: dict[str, tuple[str, str]] = {
     "orsbox.formats.harbor": ("orsbox.settings", "reads allow_network; issue 24"),
+    "orsbox.formats.swebench.environment": (
+        "orsbox.settings",
+        "reads the operator's default verdict (grading); issue 24",
+    ),
 }
 
 # Only the factory and the Docker package itself may import the Docker package.
