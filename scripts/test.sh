@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect]'
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs]'
 bash scripts/start-docker.sh
 # The status page test drives a real headless browser (tests/observe/test_status_page.py)
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
@@ -43,7 +43,7 @@ fi
 "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check -e .
 export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
 ruff check .
-ruff format --check orsbox tests
+ruff format --check orsbox tests docs/hooks
 # CI owns its Docker engine, so the tests that stop and restart it run here
 export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
 # gVisor: a second, private engine with runsc for the runsc half of the conformance and
