@@ -3,6 +3,7 @@ cache within its bounds.
 
 * sandbox containers of dead servers (and, with --all, of every server);
 * fork images of dead servers (`orsbox.server.forks`);
+* the egress guard's iptables rules of dead servers (`orsbox.sandbox.docker.egress`);
 * prepared-state entries (`orsbox.sandbox.prepared`): listed, then the least recently
   used removed past `ORSBOX_PREPARED_CACHE_MAX_ENTRIES` / `_MAX_BYTES` (the bounds a
   server applies), or all of them (of one environment with --environment) with
@@ -58,6 +59,7 @@ def gc(
         backend = cli_backend()
         try:
             await _containers(backend, all_containers)
+            _egress_rules(all_containers)
             if backend.snapshots is not None:
                 await _images(backend.snapshots, prepared, environment)
         finally:
@@ -81,6 +83,18 @@ async def _containers(backend: SandboxBackend, everything: bool) -> None:
     kept = len(sandboxes) - len(doomed)
     note = f"; kept {kept} of live or remote servers (--all removes them)" if kept else ""
     out.print(f"{removed} container(s) removed{note}.")
+
+
+def _egress_rules(everything: bool) -> None:
+    """The egress guard's rules of dead servers (`orsbox.sandbox.docker.egress`)."""
+    from orsbox.sandbox.docker.egress import remove_stale
+
+    try:
+        removed = remove_stale(everything)
+    except SandboxError as e:
+        out.print(f"egress guard rules not looked at: {e}")
+        return
+    out.print(f"{len(removed)} egress guard rule(s) of dead servers removed.")
 
 
 async def _images(store: SnapshotStore, everything: bool, environment: str | None) -> None:

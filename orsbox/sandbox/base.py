@@ -88,8 +88,9 @@ class SandboxLimits(BaseModel):
     pids: int = Field(default=512, gt=8, description="max processes/threads")
     network: bool | Literal["host"] = Field(
         default=False,
-        description="False: only a loopback interface; True: a network of its own, with "
-        'outbound access; "host": the host\'s network stack',
+        description="False: only a loopback interface; True: outbound access to the "
+        "internet, not to the host, its private networks or other sandboxes (the egress "
+        'guard, docs/network.md); "host": the host\'s network stack',
     )
     disk_bytes: int | None = Field(
         default=None,
@@ -246,6 +247,11 @@ class SandboxBackend(abc.ABC):
         it (`orsbox ps`); None where the backend cannot tell."""
         return None
 
+    async def prepare_network(self) -> None:
+        """Put in place what sandboxes with a network need (Docker: the guarded network
+        and its egress rules, docs/network.md), so a server that allows the network has
+        its guard from the start. Raises `SandboxError` saying why it cannot."""
+
     async def remove(self, sandbox_id: str) -> None:
         """Remove one listed sandbox, whoever started it (`orsbox gc`). Raises
         `SandboxError` when it cannot be removed."""
@@ -290,6 +296,9 @@ class BackendWrapper(SandboxBackend):
 
     async def remove(self, sandbox_id: str) -> None:
         await self.backend.remove(sandbox_id)
+
+    async def prepare_network(self) -> None:
+        await self.backend.prepare_network()
 
     async def close(self) -> None:
         await self.backend.close()

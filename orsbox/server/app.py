@@ -89,6 +89,8 @@ def create_app(
         observer.start()
         if sandbox_backend is not None:
             await _sweep(sandbox_backend)
+            if settings.allow_network:  # the egress guard is in place before any session
+                await sandbox_backend.prepare_network()
             _prewarm(sandbox_backend, environments)
         reapers = [asyncio.create_task(manager.reap_forever())]
         if sandbox_api is not None:

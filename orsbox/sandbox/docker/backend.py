@@ -42,7 +42,9 @@ from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
+from orsbox.sandbox.docker.egress import remove_stale
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.sandbox import DockerSandbox
@@ -93,6 +95,7 @@ class DockerBackend(SandboxBackend):
         )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
+        self.guarded = GuardedNetwork(self.engine, self.server_id, self.config.egress_allow)
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
 
     # -- start
@@ -114,10 +117,12 @@ class DockerBackend(SandboxBackend):
             disk = await self._disk_plan(spec)
             tmpfs = disk.tmpfs() if disk else None
             runtime = self.runtime_for(spec)
+            network = await self.guarded.ensure() if spec.limits.network is True else None
             options = container_options(
-                spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime
-            )
-            container_id = await self._create(options)
+                spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime,
+                network=network,
+            )  # fmt: skip
+            container_id = await self._create_on_network(options, network)
         except ImageNotFound:
             raise ImageNotFound(
                 f"image {spec.image!r} not found; {build_hint(spec.image)}"
@@ -137,6 +142,17 @@ class DockerBackend(SandboxBackend):
                 else:
                     await self._remove_quietly(container_id)
             raise
+
+    async def _create_on_network(self, options: dict[str, Any], network: str | None) -> str:
+        """Create; when another server removed the guarded network just before (its
+        last sandbox gone, see `guarded.py`), make it again and create once more."""
+        try:
+            return await self._create(options)
+        except SandboxError as e:
+            if network is None or "not found" not in str(e) or network not in str(e):
+                raise
+            await self.guarded.ensure()
+            return await self._create(options)
 
     async def _create(self, options: dict[str, Any]) -> str:
         """Create the container; a caller cancelled meanwhile leaves nothing behind.
@@ -198,6 +214,7 @@ class DockerBackend(SandboxBackend):
             name=name,
             channel=channel,
             open_agent=functools.partial(self._open_sub_agent, container_id, name),
+            guarded=self.guarded,
             on_closed=lambda s: self._sandboxes.pop(s.id, None),
         )
         self._sandboxes[container_id] = sandbox
@@ -260,10 +277,25 @@ class DockerBackend(SandboxBackend):
                 tg.start_soon(self._remove_quietly, container_id)
         if doomed:
             log.info("swept %d container(s) of dead servers", len(doomed))
+        await self._sweep_rules()
         images = await self.snapshots.sweep()
         if images:
             log.info("swept %d snapshot image(s) of dead servers", images)
         return len(doomed)
+
+    async def _sweep_rules(self) -> None:
+        """Remove the egress rules of dead servers (`egress.py`); a host where this
+        process cannot list iptables rules has none of its making to remove."""
+        try:
+            stale = await anyio.to_thread.run_sync(remove_stale)
+        except SandboxError as e:
+            log.debug("egress rules not swept: %s", e)
+            return
+        if stale:
+            log.info("swept %d egress guard rule(s) of dead servers", len(stale))
+
+    async def prepare_network(self) -> None:
+        await self.guarded.ensure()
 
     async def usage_of(self, sandbox_id: str) -> ResourceUsage | None:
         try:
@@ -280,6 +312,7 @@ class DockerBackend(SandboxBackend):
                 tg.start_soon(self._close_quietly, sandbox)
         await asyncio.gather(*self._orphans, return_exceptions=True)
         await self.snapshots.close()
+        await self.guarded.close()
         await anyio.to_thread.run_sync(self.engine.close)
 
     async def _close_quietly(self, sandbox: DockerSandbox) -> None:

@@ -12,20 +12,25 @@ import anyio
 from orsbox.errors import SandboxError, SandboxGone
 from orsbox.sandbox.agent.sandbox import AgentSandbox
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.usage import ResourceUsage
 
 GONE_SETTLE_S = 3.0
 
 
 class DockerSandbox(AgentSandbox):
-    def __init__(self, *, engine: Engine, container_id: str, **agent: Any) -> None:
+    def __init__(
+        self, *, engine: Engine, container_id: str, guarded: GuardedNetwork, **agent: Any
+    ) -> None:
         super().__init__(sandbox_id=container_id, **agent)
         self._engine = engine
+        self._guarded = guarded
 
     async def set_network(self, enabled: bool) -> None:
         if not self.alive:
             raise SandboxGone(await self._gone_message())
-        await self._engine.switch_network(self.id, "bridge" if enabled else "none")
+        network = await self._guarded.ensure() if enabled else "none"
+        await self._engine.switch_network(self.id, network)
 
     async def usage(self) -> ResourceUsage | None:
         if self._closed:
