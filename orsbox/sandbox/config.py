@@ -87,6 +87,12 @@ class DockerConfig(_Config):
         "default: ORSBOX_EGRESS_ALLOW, comma-separated",
     )
 
+    egress_proxy_hosts_file: str | None = Field(
+        default=None,
+        description="a hosts file the allow-list proxy (squid's hosts_file) resolves names "
+        "with before DNS; default: /etc/hosts",
+    )
+
     @field_validator("egress_allow")
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:

@@ -105,5 +105,5 @@ def test_what_only_an_operator_allows_reaches_the_container_options() -> None:
     bridged = SandboxSpec(image="img", limits=SandboxLimits(network=True))
     guarded = container_options(bridged, "n", {}, {}, network="orsbox-guarded")
     assert guarded["network_mode"] == "orsbox-guarded"  # never Docker's default bridge
-    with pytest.raises(ValueError, match="guarded network"):
+    with pytest.raises(ValueError, match="needs its network"):
         container_options(bridged, "n", {}, {})

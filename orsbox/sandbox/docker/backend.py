@@ -41,6 +41,7 @@ from orsbox.sandbox.agent.sandbox import check
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.docker.allowlist import AllowlistNetwork
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.egress import remove_stale
 from orsbox.sandbox.docker.engine import Engine
@@ -96,6 +97,12 @@ class DockerBackend(SandboxBackend):
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
         self.guarded = GuardedNetwork(self.engine, self.server_id, self.config.egress_allow)
+        self.allowlist = AllowlistNetwork(
+            self.engine,
+            self.server_id,
+            self.config.egress_allow,
+            self.config.egress_proxy_hosts_file,
+        )
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
 
     # -- start
@@ -117,7 +124,7 @@ class DockerBackend(SandboxBackend):
             disk = await self._disk_plan(spec)
             tmpfs = disk.tmpfs() if disk else None
             runtime = self.runtime_for(spec)
-            network = await self.guarded.ensure() if spec.limits.network is True else None
+            network = await self._network_for(spec)
             options = container_options(
                 spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime,
                 network=network,
@@ -132,6 +139,8 @@ class DockerBackend(SandboxBackend):
             if disk is not None:
                 disk = await self._disk.fill_large(disk, container_id)
             sandbox = await self._start_created(container_id, name)
+            if spec.limits.network == "allowlist":
+                await sandbox.use_proxy(spec.limits.allowed_hosts)
             if disk is not None:
                 await seed(sandbox, disk)
             return sandbox
@@ -142,6 +151,15 @@ class DockerBackend(SandboxBackend):
                 else:
                     await self._remove_quietly(container_id)
             raise
+
+    async def _network_for(self, spec: SandboxSpec) -> str | None:
+        """The network a sandbox joins at start: the guarded one for outbound access,
+        the allow-list one for a proxy (None: "none" or the host's)."""
+        if spec.limits.network is True:
+            return await self.guarded.ensure()
+        if spec.limits.network == "allowlist":
+            return await self.allowlist.ensure()
+        return None
 
     async def _create_on_network(self, options: dict[str, Any], network: str | None) -> str:
         """Create; when another server removed the guarded network just before (its
@@ -215,6 +233,7 @@ class DockerBackend(SandboxBackend):
             channel=channel,
             open_agent=functools.partial(self._open_sub_agent, container_id, name),
             guarded=self.guarded,
+            allowlist=self.allowlist,
             on_closed=lambda s: self._sandboxes.pop(s.id, None),
         )
         self._sandboxes[container_id] = sandbox
@@ -312,6 +331,7 @@ class DockerBackend(SandboxBackend):
                 tg.start_soon(self._close_quietly, sandbox)
         await asyncio.gather(*self._orphans, return_exceptions=True)
         await self.snapshots.close()
+        await self.allowlist.close()
         await self.guarded.close()
         await anyio.to_thread.run_sync(self.engine.close)
 

@@ -32,8 +32,10 @@ removed, which only blocks more, never less.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
+import json
 import logging
 import re
 import shlex
@@ -294,3 +296,21 @@ def remove_stale(everything: bool = False) -> list[GuardRule]:
         if (rule.tool, rule.chain) not in still_jumped:
             drop_chain(rule.tool, rule.chain)
     return doomed
+
+
+def host_addresses() -> list[str]:
+    """Every address of this host's interfaces (`ip -j addr`), as /32 or /128 CIDRs."""
+    try:
+        done = subprocess.run(
+            ["ip", "-j", "addr"], capture_output=True, text=True, timeout=IPTABLES_TIMEOUT_S
+        )
+        interfaces = json.loads(done.stdout or "[]")
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return []
+    found = []
+    for interface in interfaces:
+        for info in interface.get("addr_info", []):
+            local = str(info.get("local", "")).split("%")[0]
+            with contextlib.suppress(ValueError):
+                found.append(str(ipaddress.ip_network(local)))
+    return found

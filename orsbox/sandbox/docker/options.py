@@ -50,12 +50,13 @@ def container_name(session_id: str) -> str:
 
 def network_mode(network: bool | str, guarded: str | None) -> str:
     """A sandbox with the network joins the guarded network (`guarded.py`), never
-    Docker's default bridge."""
+    Docker's default bridge; one with an allow-list, the allow-list network
+    (`allowlist.py`); `guarded` is that network's name."""
     if network == "host":
         return "host"
-    if network is True:
+    if network is True or network == "allowlist":
         if guarded is None:
-            raise ValueError("a networked sandbox needs the guarded network's name")
+            raise ValueError(f"a sandbox with network={network!r} needs its network's name")
         return guarded
     return "none"
 
