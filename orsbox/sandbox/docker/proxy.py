@@ -128,6 +128,9 @@ class EgressProxy:
         folder = Path(tempfile.mkdtemp(prefix="orsbox-proxy-"))
         port = free_port(listen)
         blocked = [*BLOCKED["iptables"], *BLOCKED["ip6tables"], *parse_cidrs(host_addresses)]
+        if hosts_file is not None:  # a copy squid can read after dropping to its user
+            shutil.copyfile(hosts_file, folder / "hosts")
+            hosts_file = str(folder / "hosts")
         config = squid_config(
             folder, listen, port, client, hosts, parse_cidrs(allow_cidrs), blocked, hosts_file
         )
@@ -169,7 +172,8 @@ def _hand_to_proxy_user(folder: Path) -> None:
     if os.geteuid() != 0:
         return
     with contextlib.suppress(KeyError, OSError):
-        shutil.chown(folder, user=PROXY_USER)
+        for path in (folder, *folder.iterdir()):
+            shutil.chown(path, user=PROXY_USER)
 
 
 def _wait_listening(process: subprocess.Popen[bytes], host: str, port: int, folder: Path) -> None:
