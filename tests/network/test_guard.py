@@ -7,6 +7,7 @@ ranges are checked by listing the rules, never by sending to them."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -178,3 +179,19 @@ def test_rules_of_a_killed_server_are_removed_by_gc(tmp_path: Path) -> None:
         from orsbox.sandbox.docker.egress import EgressRules
 
         EgressRules("test-guard-killed", "unused", [], []).remove()
+
+
+def test_doctor_proves_the_guard_and_says_what_it_blocks() -> None:
+    env = {**os.environ, "COLUMNS": "300", "ORSBOX_EGRESS_ALLOW": "10.213.0.0/16"}
+    done = subprocess.run(
+        [sys.executable, "-m", "orsbox.cli.main", "doctor"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    guard = next(line for line in done.stdout.splitlines() if "egress guard" in line)
+    assert guard.startswith("ok") and "cannot reach the host" in guard, done.stdout
+    assert (
+        "link-local (cloud metadata)" in guard and "10/8" in guard and "carrier-grade NAT" in guard
+    )
+    assert "allowed: 10.213.0.0/16" in guard
+    assert "egress proxy (allow-lists): Squid" in done.stdout
+    assert not [r for r in guard_rules() if r.owner["orsbox.server"].startswith("doctor-")]
