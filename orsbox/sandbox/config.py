@@ -79,14 +79,12 @@ class DockerConfig(_Config):
         description="limits for sandboxes whose environment sets none of its own, e.g. "
         '{"memory_bytes": 2147483648, "cpus": 2}',
     )
-
     egress_allow: list[str] = Field(
         default_factory=lambda: _env_list("ORSBOX_EGRESS_ALLOW"),
         description="CIDRs a networked sandbox may reach although they are private, "
         "link-local or the host's own (docs/network.md), e.g. an internal package mirror; "
         "default: ORSBOX_EGRESS_ALLOW, comma-separated",
     )
-
     egress_proxy_hosts_file: str | None = Field(
         default=None,
         description="a hosts file the allow-list proxy (squid's hosts_file) resolves names "

@@ -53,12 +53,13 @@ class GuardedNetwork:
         self.bridge = bridge_name(engine.address)
         self.rules = EgressRules(server_id, self.bridge, allow, host_resolvers())
         self._lock = anyio.Lock()
-        self._error: str | None = None
+        self._used = False  # this server made sure of the network: it may remove it
 
     async def ensure(self) -> str:
         """The network's name, once it exists and this server's rules are in place.
         Raises `SandboxError` saying why when the guard cannot be put in place."""
         async with self._lock:
+            self._used = True
             await self.engine.run("create the guarded network", self._ensure_network)
             if not self.rules.installed:
                 await anyio.to_thread.run_sync(self.rules.install)
@@ -86,9 +87,12 @@ class GuardedNetwork:
                 raise
 
     async def close(self) -> None:
-        """Remove this server's rules, then the network unless others still use it."""
+        """Remove this server's rules, then the network unless others still use it
+        (a server that never needed the network leaves it alone)."""
         if self.rules.installed:
             await anyio.to_thread.run_sync(self.rules.remove)
+        if not self._used:
+            return
         try:
             await self.engine.run("remove the guarded network", self._remove_network)
         except SandboxGone:
