@@ -6,6 +6,7 @@ resolved to loopback through the proxy's hosts file, which the operator's
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from orsbox.sandbox.config import DockerConfig
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 from orsbox.sandbox.docker.egress import chain_rules
 from tests.network.hosts import probe, serve_http
+from tests.servers import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -131,3 +133,49 @@ async def test_set_network_switches_between_modes(
 
 
 PROXY_OF_EXEC = "import os; print(os.environ.get('http_proxy') or 'none')"
+
+
+KILLED_OWNER = """
+import sys, anyio
+from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend
+
+async def main():
+    backend = DockerBackend("test-allowlist-killed")
+    limits = SandboxLimits(network="allowlist", allowed_hosts=("example.invalid",))
+    await backend.start(SandboxSpec(image=sys.argv[1], limits=limits))
+    print(backend.allowlist.chain, backend.allowlist.name, flush=True)
+    await anyio.sleep(600)
+
+anyio.run(main)
+"""
+
+
+def test_a_killed_servers_proxy_network_and_rules_are_removed_by_gc(
+    base_image: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "owner.py"
+    script.write_text(KILLED_OWNER)
+    owner = subprocess.Popen(
+        [sys.executable, str(script), base_image], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None
+        chain, network = owner.stdout.readline().split()
+    finally:
+        owner.kill()
+        owner.wait()
+    squids = subprocess.run(["pgrep", "-f", "orsbox-proxy-"], capture_output=True, text=True)
+    assert squids.stdout.strip(), "the killed server's proxy should still run"
+    assert chain_rules("iptables", chain)
+    done = subprocess.run(
+        [sys.executable, "-m", "orsbox.cli.main", "gc"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 egress proxy(ies) of dead servers stopped" in done.stdout, done.stdout
+    assert chain_rules("iptables", chain) == []
+    assert subprocess.run(["pgrep", "-f", "orsbox-proxy-"], capture_output=True).stdout == b""
+    left = subprocess.run(["docker", "network", "ls", "-q", "-f", f"name=^{network}$"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert left.stdout.strip() == "", "the dead server's network should be gone"

@@ -175,6 +175,7 @@ def test_rules_of_a_killed_server_are_removed_by_gc(tmp_path: Path) -> None:
         assert "egress guard rule" in done.stdout
         assert not [r for r in guard_rules() if r.owner["orsbox.server"] == "test-guard-killed"]
         assert forward_rules("test-guard-killed") == []
+        assert "network(s) of dead servers removed" in done.stdout
     finally:
         from orsbox.sandbox.docker.egress import EgressRules
 

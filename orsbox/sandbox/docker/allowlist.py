@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import anyio
 
 from orsbox.errors import SandboxError, SandboxGone
+from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.egress import (
     available_tools,
     chain_suffix,
@@ -85,7 +86,7 @@ class AllowlistNetwork:
                     "com.docker.network.bridge.enable_icc": "false",
                     "com.docker.network.bridge.name": self.bridge,
                 },
-                labels={"orsbox.network": "allowlist", "orsbox": "1"},
+                labels={"orsbox.network": "allowlist", **L.owner_labels(self.server_id)},
             )
         config = api.inspect_network(self.name)["IPAM"]["Config"]
         gateways = [c["Gateway"] for c in config if "." in c.get("Gateway", "")]
@@ -126,6 +127,7 @@ class AllowlistNetwork:
                 allow_cidrs=self.allow_cidrs,
                 host_addresses=host_addresses(),
                 hosts_file=self.hosts_file,
+                owner=self.server_id,
             )
         )
         self._proxies[container_id] = proxy

@@ -45,9 +45,10 @@ from orsbox.sandbox.docker.allowlist import AllowlistNetwork
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.egress import remove_stale
 from orsbox.sandbox.docker.engine import Engine
-from orsbox.sandbox.docker.guarded import GuardedNetwork
+from orsbox.sandbox.docker.guarded import GuardedNetwork, sweep_networks
 from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.options import container_name, container_options
+from orsbox.sandbox.docker.proxy import sweep_proxies
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
@@ -303,15 +304,18 @@ class DockerBackend(SandboxBackend):
         return len(doomed)
 
     async def _sweep_rules(self) -> None:
-        """Remove the egress rules of dead servers (`egress.py`); a host where this
-        process cannot list iptables rules has none of its making to remove."""
+        """Remove the egress rules and networks of dead servers (`egress.py`,
+        `guarded.py`); a host where this process cannot list iptables rules has none of
+        its making to remove."""
         try:
             stale = await anyio.to_thread.run_sync(remove_stale)
+            await anyio.to_thread.run_sync(sweep_proxies)
+            networks = await sweep_networks(self.engine)
         except SandboxError as e:
             log.debug("egress rules not swept: %s", e)
             return
-        if stale:
-            log.info("swept %d egress guard rule(s) of dead servers", len(stale))
+        if stale or networks:
+            log.info("swept %d egress rule(s), %d network(s) of dead servers", len(stale), networks)
 
     async def prepare_network(self) -> None:
         await self.guarded.ensure()

@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 
 from orsbox.errors import SandboxError, SandboxGone
+from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.egress import EgressRules, host_resolvers
 from orsbox.sandbox.docker.engine import Engine
 
@@ -78,7 +79,7 @@ class GuardedNetwork:
                     "com.docker.network.bridge.enable_icc": "false",
                     "com.docker.network.bridge.name": self.bridge,
                 },
-                labels={LABEL: "guarded", "orsbox": "1"},
+                labels={LABEL: "guarded", **L.owner_labels(self.rules.server_id)},
                 check_duplicate=True,
             )
             log.info("created the guarded network %s (bridge %s)", self.name, self.bridge)
@@ -101,8 +102,33 @@ class GuardedNetwork:
             log.debug("guarded network kept: %s", e)
 
     def _remove_network(self) -> None:
-        api = self.engine.client.api
-        info: dict[str, Any] = api.inspect_network(self.name)
-        if info.get("Containers"):
-            return  # another server's sandboxes are on it
-        api.remove_network(self.name)
+        remove_if_unused(self.engine, self.name)
+
+
+def remove_if_unused(engine: Engine, name: str) -> bool:
+    """Remove network `name` unless a container is on it (blocking)."""
+    api = engine.client.api
+    info: dict[str, Any] = api.inspect_network(name)
+    if info.get("Containers"):
+        return False
+    api.remove_network(name)
+    return True
+
+
+async def sweep_networks(engine: Engine) -> int:
+    """Remove orsbox's networks (guarded and allow-list) whose creating server certainly
+    died and that no container is on. A live server that still wants the shared
+    guarded network makes it again at its next sandbox (`_create_on_network`)."""
+
+    def sweep() -> int:
+        removed = 0
+        for network in engine.client.api.networks(filters={"label": LABEL}):
+            if not L.owner_is_dead(network.get("Labels") or {}):
+                continue
+            try:
+                removed += remove_if_unused(engine, network["Name"])
+            except Exception as e:  # in use meanwhile, or already gone
+                log.debug("network %s kept: %s", network["Name"], e)
+        return removed
+
+    return await engine.run("sweep orsbox networks", sweep)

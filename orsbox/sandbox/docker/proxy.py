@@ -12,13 +12,17 @@ the operator's `egress_allow` CIDRs name them: squid runs on the host, outside t
 egress guard's rules, so it applies them itself.
 
 The process runs in the foreground (`squid -N`), tracked by its `Popen`; its config, pid
-file and logs live in a temporary folder removed when it stops. Its access log is kept
+file, logs and owner (the server, as container labels name it) live in a temporary
+folder removed when it stops. A server killed with SIGKILL leaves its proxies running;
+`sweep_proxies` (the next server's startup sweep, `orsbox gc`) kills those whose owner
+certainly died, by the pid in their folder. Its access log is kept
 for the caller to read (`access_log`), e.g. to say why a request was refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -31,11 +35,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orsbox.errors import SandboxError
+from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.egress import BLOCKED, parse_cidrs
 
 log = logging.getLogger("orsbox.sandbox.docker.proxy")
 
 SQUID = "squid"
+FOLDER_PREFIX = "orsbox-proxy-"
+OWNER_FILE = "owner.json"
 READY_TIMEOUT_S = 20.0
 PROXY_USER = "proxy"  # Debian's squid drops to it when started as root
 
@@ -120,12 +127,15 @@ class EgressProxy:
         allow_cidrs: Sequence[str] = (),
         host_addresses: Sequence[str] = (),
         hosts_file: str | None = None,
+        owner: str = "",
     ) -> EgressProxy:
         """Start squid on `listen` (a free port) for `client`, allowing `hosts`; return
-        once it accepts connections. Raises `SandboxError` with squid's log if it does
-        not start."""
+        once it accepts connections. `owner`: the server id, written beside it so that
+        `sweep_proxies` can tell a dead server's proxy. Raises `SandboxError` with
+        squid's log if it does not start."""
         binary = squid_binary()
-        folder = Path(tempfile.mkdtemp(prefix="orsbox-proxy-"))
+        folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+        (folder / OWNER_FILE).write_text(json.dumps(L.owner_labels(owner)))
         port = free_port(listen)
         blocked = [*BLOCKED["iptables"], *BLOCKED["ip6tables"], *parse_cidrs(host_addresses)]
         if hosts_file is not None:  # a copy squid can read after dropping to its user
@@ -194,3 +204,22 @@ def _logs(folder: Path) -> str:
         with contextlib.suppress(OSError):
             text += (folder / name).read_text(errors="replace")
     return " | ".join(text.strip().splitlines()[-5:]) or "no output"
+
+
+def sweep_proxies() -> int:
+    """Kill the proxies of servers that certainly died and remove their folders."""
+    swept = 0
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        try:
+            owner = json.loads((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if not L.owner_is_dead(owner):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((folder / "squid.pid").read_text().split()[0])
+            if str(folder) in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+                os.killpg(pid, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
+        swept += 1
+    return swept
