@@ -52,6 +52,7 @@ def _guard_check(settings: object) -> Check:
         rules.install()
         listed = chain_rules("iptables", rules.forward_chain)
         host = chain_rules("iptables", rules.input_chain)
+        listed6 = chain_rules("ip6tables", rules.forward_chain)
     except SandboxError as e:
         fix = "run the server as root on a host with iptables (Debian: apt-get install iptables)"
         return Check(name, False, f"cannot put the rules in place: {e}", fix)
@@ -64,10 +65,12 @@ def _guard_check(settings: object) -> Check:
         what = ", ".join(missing) + ("" if host_dropped else " the host's own addresses")
         return Check(name, False, f"rules did not hold: {what} not dropped")
     allowed = ", ".join(config.egress_allow) or "none (ORSBOX_EGRESS_ALLOW)"
+    ipv6 = [c for c in BLOCKED["ip6tables"] if any(f"-d {c} -j DROP" in r for r in listed6)]
     detail = (
         "networked sandboxes cannot reach the host, "
-        + ", ".join(RANGE_NAMES.get(c, c) for c in dropped)
-        + f", fc00::/7; DNS to {', '.join(host_resolvers()) or 'no resolver'} stays open; "
+        + ", ".join(RANGE_NAMES.get(c, c) for c in [*dropped, *ipv6])
+        + ("" if ipv6 else " (IPv6 not guarded: ip6tables does not work here)")
+        + f"; DNS to {', '.join(host_resolvers()) or 'no resolver'} stays open; "
         + f"allowed: {allowed}"
     )
     return Check(name, True, detail)
