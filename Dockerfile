@@ -1,24 +1,53 @@
-# The orsbox host server's own image.
+# The orsbox host server's own image, `orsbox/server` (docs/cluster.md, deploy/).
 #
-#   docker build -t orsbox/server .
+#   orsbox build --server          # here: no registry, no network inside the build
+#   docker build -t orsbox/server .    # where a registry and PyPI are reachable
 #   docker run --rm -p 8080:8080 -v /var/run/docker.sock:/var/run/docker.sock orsbox/server
 #
 # The server starts sandbox containers through the mounted Docker socket (so it is as
-# privileged as Docker itself: run it only where you would run Docker). BASE_IMAGE is a
-# build argument so machines without a registry can build on a locally imported base
-# with python3 and pip (pip must reach PyPI during the build).
+# privileged as Docker itself: run it only where you would run Docker).
+#
+# Two ways to get orsbox and its dependencies, chosen by what the context holds:
+# * `wheels/*.whl` and `wheels/orsbox/*.whl` (written by `orsbox build --server`: `pip
+#   wheel` on the host of the dependencies, pip's own and orsbox's): installed with
+#   `--no-index`, so the build needs no network and BASE_IMAGE needs only python3 (the
+#   local Debian base, `orsbox/debian:bookworm`). The base's Python must be the host's
+#   minor version (the wheels' ABI, cp311).
+# * no wheels: pip installs from PyPI inside the build (BASE_IMAGE with pip).
+# Either way the install happens in a build stage, into a venv the final stage copies:
+# no wheels, pip caches or build tools in the image.
 ARG BASE_IMAGE=python:3.11-slim
-FROM ${BASE_IMAGE}
 
+FROM ${BASE_IMAGE} AS install
+# pyproject.toml is in each wheels COPY so that it has a source when the context has no
+# wheels (a file that changes when the dependencies do). The dependencies first, in a
+# layer of their own: it stays cached while they do.
+COPY pyproject.toml wheels/*.wh[l] /wheels/
+RUN set -eu; \
+    python3 -m venv --without-pip /opt/orsbox; \
+    if ls /wheels/*.whl >/dev/null 2>&1; then \
+        /opt/orsbox/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-cache-dir \
+            --no-index --no-deps $(ls /wheels/*.whl | grep -v '/pip-'); \
+    fi
+COPY pyproject.toml README.md /src/
+COPY orsbox /src/orsbox
+COPY pyproject.toml wheels/orsbox/*.wh[l] /wheels/orsbox/
+RUN set -eu; \
+    if ls /wheels/orsbox/*.whl >/dev/null 2>&1; then \
+        /opt/orsbox/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-cache-dir \
+            --no-index --no-deps /wheels/orsbox/*.whl; \
+    else \
+        python3 -m pip --python /opt/orsbox/bin/python install --no-cache-dir /src; \
+    fi
+
+FROM ${BASE_IMAGE}
+COPY --from=install /opt/orsbox /opt/orsbox
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY orsbox ./orsbox
+# `orsbox serve` finds the bundled environments and images/ in its working folder
 COPY environments ./environments
 COPY images ./images
-RUN python3 -m pip install --no-cache-dir . \
-    && useradd --system --home /app orsbox
-ENV ORSBOX_HOST=0.0.0.0 ORSBOX_PORT=8080
+ENV PATH=/opt/orsbox/bin:$PATH ORSBOX_HOST=0.0.0.0 ORSBOX_PORT=8080 PYTHONUNBUFFERED=1
 EXPOSE 8080
-# Serves the bundled environments. Build their sandbox images on the host first
+# Serves the bundled environments. Build their sandbox images on the engine first
 # (`orsbox build`): this image has no mmdebstrap to make the local Debian base.
 CMD ["orsbox", "serve"]

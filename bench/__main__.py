@@ -31,6 +31,8 @@ from bench import (
     protocol,
     recording,
     roundtrip,
+    server_image,
+    storage_bound,
     swebench,
     throughput,
 )
@@ -53,6 +55,8 @@ PARTS = {
     "recording": recording,
     "cluster": cluster,
     "gvisor": gvisor,
+    "server_image": server_image,
+    "storage_bound": storage_bound,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -54,6 +54,15 @@ def spawn_server(
         )
 
 
+def answers_health(url: str) -> bool:
+    """`url`/health answers 200 now."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 def wait_healthy(url: str, process: Popen[bytes], log_path: Path, timeout_s: float) -> None:
     """Return once `url`/health answers 200; raise, with the server's log, if the
     process exits first or `timeout_s` passes (the process is then stopped)."""
@@ -61,12 +70,9 @@ def wait_healthy(url: str, process: Popen[bytes], log_path: Path, timeout_s: flo
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited early:\n{log_path.read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
+        if answers_health(url):
+            return
+        time.sleep(0.05)
     stop_process(process)
     raise RuntimeError(f"server did not become healthy:\n{log_path.read_text(errors='replace')}")
 

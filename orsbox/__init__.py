@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 from orsbox.authoring import Environment, EnvironmentContext, tool
+from orsbox.errors import GradingError
 from orsbox.protocol.types import (
     Blocks,
     CreateSession,
@@ -35,6 +36,7 @@ __all__ = [
     "CreateSession",
     "Environment",
     "EnvironmentContext",
+    "GradingError",
     "ImageBlock",
     "JSONObject",
     "ListToolsOutput",

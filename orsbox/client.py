@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from orsbox.errors import OrsboxError
+from orsbox.errors import GradingError, OrsboxError
 
 SETUP_DEADLINE_S = 900.0
 CALL_TIMEOUT_S = 900.0
@@ -30,7 +30,16 @@ class ClientError(OrsboxError):
 
 
 class ToolFailed(ClientError):
-    """The tool itself raised: the server answered the call with an `error` event."""
+    """The tool itself raised: the server answered the call with an `error` event
+    (`event_text`); `grading_error` is the grader that could not run, if that is why."""
+
+    def __init__(self, event_text: str) -> None:
+        super().__init__(f"the tool failed: {event_text}")
+        self.event_text = event_text
+
+    @property
+    def grading_error(self) -> GradingError | None:
+        return GradingError.from_wire(self.event_text)
 
 
 class Session:
@@ -156,7 +165,7 @@ class ResultReader:
             event, text = self._event, "\n".join(self._data)
             self._event, self._data = None, []
             if event == "error":
-                raise ToolFailed(f"the tool failed: {text}")
+                raise ToolFailed(text)
             if event in ("chunk", "end"):
                 self._pieces.append(text)
             if event == "end":

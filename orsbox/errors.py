@@ -30,6 +30,13 @@ stays small.
 
 from __future__ import annotations
 
+import re
+
+GRADING_ERROR_PREFIX = "grading error"
+_GRADING_WIRE = re.compile(
+    rf"^{GRADING_ERROR_PREFIX} \[(?P<cause>[a-z0-9-]+)\]: (?P<message>.*)$", re.S
+)
+
 
 class OrsboxError(Exception):
     def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
@@ -100,6 +107,17 @@ class GradingError(OrsboxError):
     def __init__(self, message: str, *, cause: str) -> None:
         super().__init__(message)
         self.cause = cause
+
+    def wire(self) -> str:
+        """How it travels as the text of an ORS `error` event: every client shows the
+        text, and orsbox's own (`orsbox eval`) reads the cause back with `from_wire`."""
+        return f"{GRADING_ERROR_PREFIX} [{self.cause}]: {self.message}"
+
+    @classmethod
+    def from_wire(cls, text: str) -> GradingError | None:
+        """The grading error an `error` event's text carries; None for any other error."""
+        found = _GRADING_WIRE.match(text)
+        return None if found is None else cls(found["message"], cause=found["cause"])
 
 
 class SandboxError(OrsboxError):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -158,6 +158,13 @@ class Settings(BaseSettings):
     )
     log_format: str = Field(
         default="human", pattern="^(human|json)$", description="human, or json: one object a line"
+    )
+
+    # -- a grader that could not run (orsbox.errors.GradingError, docs/grading-errors.md) --
+    grading_errors: Literal["error", "as-zero"] = Field(
+        default="error",
+        description="a grader that could not run: error (submit fails naming the cause), "
+        "or as-zero (reward 0.0, Harbor's numbers); the episode record keeps the cause",
     )
 
     # -- one cell of a cluster behind a router (orsbox.server.cells, docs/cluster.md) -----

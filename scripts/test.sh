@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect]'
 bash scripts/start-docker.sh
 # The status page test drives a real headless browser (tests/observe/test_status_page.py)
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
@@ -27,6 +27,23 @@ if ! command -v squid >/dev/null 2>&1 && [ ! -x /usr/sbin/squid ]; then
     (systemctl disable --now squid || service squid stop) >/dev/null 2>&1 || true
 fi
 bash scripts/build-images.sh
+# The deployment (tests/deploy, README "Running the server in Docker"): the server and
+# router images, built without network inside the build, and Debian's docker-compose
+# 1.29, which brings deploy/compose up
+if ! command -v docker-compose >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+fi
+python3 -m orsbox.cli.main build --server
+# Harbor 0.26 itself (Python >= 3.12, from pyenv) for the Harbor environment's parity
+# tests (tests/integrations/test_harbor_environment.py), with this checkout's orsbox
+HARBOR_VENV="${ORSBOX_HARBOR_VENV:-/opt/orsbox-harbor-venv}"
+if [ ! -x "$HARBOR_VENV/bin/harbor" ]; then
+    "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python" -m venv "$HARBOR_VENV"
+    "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check harbor==0.26.0
+fi
+"$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check -e .
+export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
 ruff check .
 ruff format --check orsbox tests
 # CI owns its Docker engine, so the tests that stop and restart it run here

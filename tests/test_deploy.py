@@ -12,7 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from orsbox.cluster import router
+from orsbox.cluster import images, router
+from orsbox.server.access import OPEN_PATHS
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
@@ -73,3 +74,37 @@ def test_compose_cells_are_the_routers_servers() -> None:
         line.split()[1] for line in config.splitlines() if line.strip().startswith("server ")
     }
     assert cells == ["cell-1", "cell-2", "cell-3"] and servers == set(cells)
+
+
+def test_kubernetes_and_compose_run_the_same_images_health_and_token() -> None:
+    """One deployment in two forms: the server and router images `orsbox build --server`
+    makes, the router's config where its image reads it, `/health` on the cells' port,
+    and the token from a secret the operator sets (a Secret, a required variable)."""
+    documents = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "orsbox.yaml").read_text()))
+    kinds = {d["kind"]: d for d in documents if d["kind"] in ("StatefulSet", "Deployment")}
+    cell_pod = kinds["StatefulSet"]["spec"]["template"]["spec"]
+    cell = next(c for c in cell_pod["containers"] if c["name"] == "orsbox")
+    router_pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    (router_container,) = router_pod["containers"]
+    stack = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())["services"]
+
+    assert cell["image"] == stack["cell-1"]["image"] == images.SERVER_IMAGE
+    assert router_container["image"] == stack["router"]["image"] == images.ROUTER_IMAGE
+    config_dir = str(router.SHIPPED_ERRORS_DIR)
+    assert router_container["volumeMounts"][0]["mountPath"] == config_dir
+    assert stack["router"]["volumes"] == [f"./:{config_dir}:ro"]
+
+    assert "/health" in OPEN_PATHS  # answers without the token, as probes need
+    port = cell["ports"][0]["containerPort"]
+    for probe in (cell["readinessProbe"], cell["livenessProbe"]):
+        assert probe["httpGet"] == {"path": "/health", "port": "http"}
+    assert f"http://127.0.0.1:{port}/health" in " ".join(stack["cell-1"]["healthcheck"]["test"])
+
+    secret = next(d for d in documents if d["kind"] == "Secret")
+    token = next(e for e in cell["env"] if e["name"] == "ORSBOX_TOKEN")
+    reference = token["valueFrom"]["secretKeyRef"]
+    assert (
+        reference["name"] == secret["metadata"]["name"] and reference["key"] in secret["stringData"]
+    )
+    for name in ("cell-1", "cell-2", "cell-3"):
+        assert stack[name]["environment"]["ORSBOX_TOKEN"].startswith("${ORSBOX_TOKEN:?")

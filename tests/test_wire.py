@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orsbox.protocol.sse import CHUNK_CHARS, result_events, result_pieces
+from orsbox.protocol.sse import CHUNK_CHARS, encode_event, result_events, result_pieces
 from orsbox.protocol.types import (
     CreateSession,
     ImageBlock,
@@ -82,3 +82,14 @@ def test_small_results_are_one_end_event() -> None:
     assert result_events('{"ok":true}') == [{"event": "end", "data": '{"ok":true}'}]
     events = result_events(_payload("z" * 9000))
     assert [e["event"] for e in events] == ["chunk", "chunk", "end"]
+
+
+def test_an_event_of_several_lines_sends_a_data_line_each() -> None:
+    """A bare line would be a field of its own: the ors-sdk client drops one with a
+    colon (`/usr/bin/python3: No module named pip`) and fails on one without."""
+    sent = encode_event("error", "runner missing; said:\n/usr/bin/python3: x\nno colon")
+    assert sent == (
+        b"event: error\r\ndata: runner missing; said:\r\ndata: /usr/bin/python3: x\r\n"
+        b"data: no colon\r\n\r\n"
+    )
+    assert encode_event("end", "") == b"event: end\r\ndata: \r\n\r\n"

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ValidationError
 
 from orsbox.authoring.user_code import call_user
-from orsbox.protocol.types import RunToolError, RunToolSuccess, ToolOutput, ToolSpec
+from orsbox.errors import GradingError
+from orsbox.protocol.types import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 
 if TYPE_CHECKING:
     from orsbox.authoring.environment import Environment
@@ -48,6 +49,28 @@ class ToolError(Exception):
 
 class ToolRaised(Exception):
     """A tool raised: the call ends with an SSE `error` event carrying this message."""
+
+
+class GradingFailed(ToolRaised):
+    """The grader could not run (`GradingError`): an `error` event whose text names the
+    cause (`GradingError.wire`), unless the operator asked for the old reward of 0.0
+    (`--grading-errors as-zero`, `as_zero_reward`)."""
+
+    def __init__(self, error: GradingError) -> None:
+        super().__init__(error.wire())
+        self.error = error
+
+
+def as_zero_reward(error: GradingError) -> ToolOutput:
+    """The finished output a grading error becomes under `--grading-errors as-zero`
+    (Harbor's own mean counts a trial without a reward as 0): reward 0.0, the cause kept
+    in the text and in `metadata["grading_error"]`."""
+    return ToolOutput(
+        blocks=[TextBlock(text=f"[reward 0: {error.wire()}]")],
+        metadata={"grading_error": {"cause": error.cause, "message": error.message}},
+        reward=0.0,
+        finished=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -119,13 +142,23 @@ async def call_tool(
 ) -> RunToolSuccess | RunToolError:
     """Run one tool. Unknown tools and invalid input are answered as `RunToolError`
     naming what exists, so an agent can recover; a tool that raises raises
-    `ToolRaised` (the server turns it into an SSE `error` event)."""
+    `ToolRaised` (the server turns it into an SSE `error` event), a grader that could
+    not run `GradingFailed`."""
+    try:
+        return await _call_tool(env, name, tool_input)
+    except GradingError as e:
+        raise GradingFailed(e) from e
+
+
+async def _call_tool(
+    env: Environment, name: str, tool_input: dict[str, Any]
+) -> RunToolSuccess | RunToolError:
     gate = await env.before_tool(name)
     if gate is not None:
         return RunToolSuccess(output=gate)
     try:
         dispatched = await env.dispatch(name, tool_input)
-    except ToolRaised:
+    except (ToolRaised, GradingError):
         raise
     except Exception as e:
         raise ToolRaised(f"tool {name!r} failed: {type(e).__name__}: {e}") from e
@@ -145,6 +178,8 @@ async def call_tool(
         result = await call_user(method, *args)
     except ToolError as e:
         return RunToolError(error=str(e))
+    except GradingError:
+        raise
     except Exception as e:
         raise ToolRaised(f"tool {name!r} failed: {type(e).__name__}: {e}") from e
     return RunToolSuccess(output=_as_output(name, result))

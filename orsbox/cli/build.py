@@ -5,6 +5,7 @@ Also `ensure_images`, which `serve` and `run` call to build only what is missing
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -135,7 +136,9 @@ def ensure_images(environments: Sequence[type[Environment]]) -> None:
         if tag not in known and not image_exists(client, tag):
             console.print(
                 f"[yellow]warning:[/yellow] image {tag} is missing and orsbox has no "
-                "recipe for it; episodes that need it will fail until you build it"
+                "recipe for it; episodes that need it will fail until you build it or "
+                "map it onto an image you have (--image-map NAME=IMAGE; a Harbor task "
+                "with environment/Dockerfile: --build-missing)"
             )
 
 
@@ -171,6 +174,15 @@ def build(
     missing_only: Annotated[
         bool, typer.Option("--missing-only", help="skip images that already exist")
     ] = False,
+    server: Annotated[
+        bool,
+        typer.Option(
+            "--server",
+            help="build the deployment's images instead: orsbox/server:latest (the "
+            "top-level Dockerfile, from wheels made here: no network inside the build) "
+            "and orsbox/router:latest (deploy/router)",
+        ),
+    ] = False,
     dataset: FormatOptions | None = None,
 ) -> None:
     """Build sandbox images, parents first.
@@ -178,9 +190,14 @@ def build(
     orsbox/base comes before orsbox/swe, which comes before the environments built on
     it. Builds use the engine's cache, so rebuilding an unchanged image takes seconds.
     Without a registry the root image starts from a Debian base made locally with
-    mmdebstrap; set BASE_IMAGE=debian:bookworm-slim to start from the registry's."""
+    mmdebstrap; set BASE_IMAGE=debian:bookworm-slim to start from the registry's.
+    `--server` builds the server's image the same way (BASE_IMAGE=python:3.11-slim for
+    the registry's base)."""
     from orsbox.sandbox.docker.images import image_exists
 
+    if server:
+        build_server_image(docker_client())
+        return
     if paths:
         tags, recipes = _requested(paths, dataset or FormatOptions())
     else:
@@ -190,9 +207,14 @@ def build(
         recipes = all_recipes(envs)
         tags = [r.tag for r in recipes]
     client = docker_client()
-    missing = [t for t in tags if t not in {r.tag for r in recipes}]
+    known = {r.tag for r in recipes}
+    missing = [t for t in tags if t not in known and not image_exists(client, t)]
     if missing:
-        console.print(f"[red]No recipe for[/red] {', '.join(missing)}: build it yourself.")
+        console.print(
+            f"[red]No recipe for[/red] {', '.join(missing)}, and the engine does not have "
+            "it: build it yourself, or map it onto an image you have with --image-map "
+            "NAME=IMAGE."
+        )
         raise typer.Exit(1)
     exists = lambda tag: image_exists(client, tag)  # noqa: E731
     plan = build_plan(tags, recipes, exists, rebuild=not missing_only)
@@ -200,3 +222,18 @@ def build(
         console.print("Every image is there.")
         return
     run_plan(client, plan)
+
+
+def build_server_image(client: Any) -> None:
+    """orsbox/server:latest from a throw-away context holding the wheels made here, and
+    the router beside it (orsbox.cluster.images)."""
+    from orsbox.cluster.images import router_recipe, server_recipe
+
+    with tempfile.TemporaryDirectory(prefix="orsbox-server-") as folder:
+        with console.status("orsbox/server: pip wheel on the host (orsbox and its dependencies)"):
+            try:
+                server = server_recipe(Path(folder), lambda line: None)
+            except OrsboxError as e:
+                console.print(f"[red]error:[/red] {escape(str(e))}")
+                raise typer.Exit(1) from None
+        run_plan(client, [server, router_recipe()])

@@ -2,7 +2,9 @@
 
 For every task of a Harbor / Terminal-Bench dataset: the solution graded (expect 1.0)
 and an untouched sandbox graded (expect 0.0), a bounded number of tasks at once, then
-one table. Exit code 1 when any task fails a check or cannot be served.
+one table. A grader that could not run shows as `error` in its column and as the
+verdict `GRADING ERROR` with its cause. Exit code 1 when any task fails a check or
+cannot be served.
 """
 
 from __future__ import annotations
@@ -17,13 +19,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from orsbox.cli.dataset_options import with_dataset_options
-from orsbox.errors import ManifestError
+from orsbox.errors import GradingError, ManifestError
 from orsbox.formats import FormatOptions
 
 if TYPE_CHECKING:
-    from orsbox.authoring.grader import Grade
     from orsbox.formats.harbor.environment import HarborEnvironment
-    from orsbox.formats.harbor.oracle import TaskCheck
+    from orsbox.formats.harbor.oracle import Graded, TaskCheck
 
 out = Console(highlight=False, soft_wrap=False, width=120)
 
@@ -36,6 +37,10 @@ def check(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="tasks checked at once")
     ] = 2,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="print the whole test output of a failed solution"),
+    ] = False,
     dataset: FormatOptions | None = None,
 ) -> None:
     """Check a Harbor / Terminal-Bench dataset: each task's solution must score 1.0 and
@@ -54,6 +59,8 @@ def check(
     ensure_images(environments)
     checks = asyncio.run(_check_all(env_cls, concurrency))
     out.print(_table(env_cls, checks))
+    if verbose:
+        _print_outputs(checks)
     passed = sum(c.passed for c in checks)
     out.print(f"{passed}/{len(checks) + len(env_cls.refused)} tasks pass")
     if passed < len(checks) + len(env_cls.refused):
@@ -78,8 +85,11 @@ async def _check_all(env_cls: type[HarborEnvironment], concurrency: int) -> list
         await backend.close()
 
 
-def _reward(grade: Grade | None) -> str:
-    return "-" if grade is None else f"{grade.reward:g}"
+def _reward(grade: Graded | None) -> str:
+    """The reward; `error` where the grader could not run (the verdict says why)."""
+    if grade is None:
+        return "-"
+    return "error" if isinstance(grade, GradingError) else f"{grade.reward:g}"
 
 
 def _table(env_cls: type[HarborEnvironment], checks: Sequence[TaskCheck]) -> Table:
@@ -87,13 +97,23 @@ def _table(env_cls: type[HarborEnvironment], checks: Sequence[TaskCheck]) -> Tab
     for column in ("task", "solution", "untouched", "verdict", "time"):
         table.add_column(column, justify="right" if column == "time" else "left")
     for c in checks:
-        verdict = "[green]ok[/green]" if c.passed else f"[red]FAIL[/red] {escape(_why(c))}"
         table.add_row(
-            c.task, _reward(c.solution), _reward(c.untouched), verdict, f"{c.seconds:.1f}s"
+            c.task, _reward(c.solution), _reward(c.untouched), _verdict(c), f"{c.seconds:.1f}s"
         )
     for name, reason in env_cls.refused.items():
         table.add_row(name, "-", "-", f"[red]REFUSED[/red] {escape(reason)}", "-")
     return table
+
+
+def _verdict(check: TaskCheck) -> str:
+    """ok, FAIL and why, or GRADING ERROR: which episode's verifier could not run and
+    why (its cause first), so an author does not read it as a wrong solution."""
+    if check.passed:
+        return "[green]ok[/green]"
+    if check.grading_errors:
+        errors = "; ".join(f"{k}: {e.wire()}" for k, e in check.grading_errors.items())
+        return f"[red]GRADING ERROR[/red] {escape(errors)}"
+    return f"[red]FAIL[/red] {escape(_why(check))}"
 
 
 def _why(check: TaskCheck) -> str:
@@ -101,7 +121,19 @@ def _why(check: TaskCheck) -> str:
         return check.error or "not graded"
     problems = []
     if check.solution.reward != 1.0:
-        problems.append("the solution does not score 1.0")
+        cause = check.cause()
+        problems.append("the solution does not score 1.0" + (f": {cause}" if cause else ""))
     if check.untouched.reward != 0.0:
         problems.append("an untouched sandbox does not score 0.0")
     return "; ".join(problems)
+
+
+def _print_outputs(checks: Sequence[TaskCheck]) -> None:
+    """The whole test output of each solution that did not score 1.0, or could not be
+    graded (`--verbose`)."""
+    for c in checks:
+        if c.solution is not None and (
+            isinstance(c.solution, GradingError) or c.solution.reward != 1.0
+        ):
+            out.rule(f"{c.task}: the solution's test output")
+            out.print(escape(c.solution_output.rstrip() or "(no output)"))

@@ -68,6 +68,12 @@ _OPTIONS: dict[str, tuple[Any, Any, str, str]] = {
         "--episode-timeout",
         "seconds an episode may last after setup",
     ),
+    "build_missing": (
+        bool,
+        False,
+        "--build-missing",
+        "build a Harbor task's missing docker_image from its environment/Dockerfile",
+    ),
     "cpus": (float | None, None, "--cpus", "CPUs per sandbox"),
     "memory": (str | None, None, "--memory", "memory per sandbox, e.g. 4g"),
 }
@@ -87,6 +93,7 @@ def format_options(
     episode_timeout: float | None = None,
     cpus: float | None = None,
     memory: str | None = None,
+    build_missing: bool = False,
 ) -> FormatOptions:
     """The options as one model; a bad value is a `typer.BadParameter` naming it."""
     try:
@@ -107,6 +114,7 @@ def format_options(
             episode_timeout_s=episode_timeout,
             cpus=cpus,
             memory_bytes=parse_memory(memory) if memory else None,
+            build_missing=build_missing,
         )
     except ManifestError as e:
         raise typer.BadParameter(str(e)) from None

@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from orsbox.cli import grading_options as G
 from orsbox.cli.dataset_options import with_dataset_options
 from orsbox.cli.run import ServerToken, ServerUrl, failures_exit
 from orsbox.errors import ManifestError
@@ -112,6 +113,7 @@ def evaluate(
         ),
     ] = None,
     dataset: FormatOptions | None = None,
+    grading_errors: G.GradingErrors = None,
 ) -> None:
     """Evaluate a model on an environment: mean reward, pass@1 and pass@k.
 
@@ -134,7 +136,8 @@ def evaluate(
         retries=retries,
     )
     system = _read_text(system_prompt)
-    with _served(target, url, token, dataset or FormatOptions()) as server:
+    served = _served(target, url, token, dataset or FormatOptions(), grading_errors)
+    with served as server:
         plan = Plan(
             server=server,
             model=settings,
@@ -152,12 +155,19 @@ def evaluate(
 
 @contextlib.contextmanager
 def _served(
-    target: str | None, url: str | None, token: str | None, dataset: FormatOptions
+    target: str | None,
+    url: str | None,
+    token: str | None,
+    dataset: FormatOptions,
+    grading_errors: str | None,
 ) -> Iterator[Server]:
-    """The environment's `Server`: at --url, or served here for the length of the run."""
+    """The environment's `Server`: at --url (whose operator chose how grading errors
+    come back), or served here for the length of the run."""
     from orsbox.cli.run import local_environment, local_server
     from orsbox.evaluation.episode import Server
+    from orsbox.settings import Settings
 
+    settings = G.with_grading_errors(Settings(), grading_errors)
     if url is not None:
         yield Server(url.rstrip("/"), target or _first_environment(url, token), token)
         return
@@ -170,7 +180,7 @@ def _served(
     if len(environments) > 1:
         names = ", ".join(e.name() for e in environments)
         raise typer.BadParameter(f"{target} holds several environments ({names}): name one")
-    with local_server(environments) as local_url:
+    with local_server(environments, settings) as local_url:
         yield Server(local_url, environments[0].name().lower(), token)
 
 

@@ -5,7 +5,6 @@ running one has used so far."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from dataclasses import dataclass
 
@@ -51,8 +50,9 @@ def _running(sandbox: SandboxInfo) -> bool:
 
 
 def owner_state(labels: dict[str, str]) -> str:
-    """alive, dead (safe to remove), or elsewhere (another host: cannot tell)."""
-    if labels.get(L.HOST) != socket.gethostname():
+    """alive, dead (safe to remove), or elsewhere (another host or pid namespace: cannot
+    tell)."""
+    if not L.owner_is_here(labels):
         return "elsewhere"
     return "dead" if L.owner_is_dead(labels) else "alive"
 

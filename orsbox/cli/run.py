@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from orsbox.authoring.environment import Environment
 from orsbox.cli import backend_options as B
+from orsbox.cli import grading_options as G
 from orsbox.cli.dataset_options import with_dataset_options
 from orsbox.errors import ManifestError, OrsboxError
 from orsbox.formats import FormatOptions
@@ -190,6 +191,7 @@ def run(
     dataset: FormatOptions | None = None,
     runtime: B.Runtime = None,
     engine: B.Engine = None,
+    grading_errors: G.GradingErrors = None,
 ) -> None:
     """Play one scripted episode and print what happens.
 
@@ -204,6 +206,7 @@ def run(
                 environments = local_environment(env, dataset or FormatOptions())
                 name = environments[0].name().lower()
                 settings = B.with_backend(Settings(), runtime, engine)
+                settings = G.with_grading_errors(settings, grading_errors)
                 url = stack.enter_context(local_server(environments, settings))
             play(url, name, split or _first_split(url, name, token), index, steps, token)
     except ManifestError as e:

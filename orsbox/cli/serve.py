@@ -11,6 +11,7 @@ import typer
 
 from orsbox.cli import backend_options as B
 from orsbox.cli import dataset_options as D
+from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
 from orsbox.observe.logs import LOG_FORMATS
 from orsbox.settings import Settings
@@ -48,6 +49,7 @@ def serve(
     dataset: D.FormatOptions | None = None,
     runtime: B.Runtime = None,
     engine: B.Engine = None,
+    grading_errors: G.GradingErrors = None,
 ) -> None:
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
@@ -78,6 +80,7 @@ def serve(
         }
     )
     settings = B.with_backend(settings, runtime, engine)
+    settings = G.with_grading_errors(settings, grading_errors)
     advertise_sandbox_api(settings)
     run_server(environments, settings)
 

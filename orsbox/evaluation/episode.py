@@ -6,7 +6,8 @@ function tools. Every tool call goes to the environment, even one naming a tool 
 does not exist or with input the schema rejects: the environment's error is the answer
 the model reads. Only arguments that are not a JSON object are answered here, in the
 same form. The reward is the last one the environment gave; an episode whose session
-could not be set up, or whose model failed for good, is an error, not a reward of 0.
+could not be set up, whose grader could not run (a `GradingError` in the call's error
+event), or whose model failed for good, is an error, not a reward of 0.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 
 from orsbox.client import AsyncSession, ClientError, ToolFailed
+from orsbox.errors import GradingError
 from orsbox.evaluation import messages as M
 from orsbox.evaluation.model import Model, ModelError, Reply
 
@@ -58,6 +60,7 @@ class Episode:
     status: str = ERROR
     reward: float | None = None
     error: str | None = None
+    grading_cause: str | None = None  # the grader could not run (an error, no reward)
     turns: int = 0
     tool_calls: int = 0
     prompt_tokens: int = 0
@@ -78,6 +81,7 @@ class Episode:
             "status": self.status,
             "reward": self.reward,
             "error": self.error,
+            "grading_cause": self.grading_cause,
             "turns": self.turns,
             "tool_calls": self.tool_calls,
             "prompt_tokens": self.prompt_tokens,
@@ -116,6 +120,8 @@ async def play(
         async with session:
             await _set_up(session, episode, system_prompt)
             await _play_limited(session, model, episode, limits)
+    except GradingError as e:
+        episode.status, episode.error, episode.grading_cause = ERROR, e.wire(), e.cause
     except (ClientError, httpx.HTTPError) as e:
         episode.status, episode.error = ERROR, f"environment: {_text(e)}"
     except ModelError as e:
@@ -188,6 +194,10 @@ async def _call(session: AsyncSession, episode: Episode, call: dict[str, Any]) -
     try:
         result = await session.call(name, arguments)
     except ToolFailed as e:  # the tool raised: the model reads why, as from any tool
+        grading = e.grading_error
+        if grading is not None:  # no reward to read: the episode ends as an error
+            entry["error"] = grading.wire()
+            raise grading from None
         result = {"ok": False, "error": str(e)}
     episode.messages.extend(M.tool_messages(call["id"], result))
     if not result.get("ok"):

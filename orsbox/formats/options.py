@@ -44,6 +44,11 @@ class FormatOptions(BaseModel):
     episode_timeout_s: float | None = Field(default=None, gt=0)
     cpus: float | None = Field(default=None, gt=0)
     memory_bytes: int | None = Field(default=None, gt=0)
+    build_missing: bool = Field(
+        default=False,
+        description="build a Harbor task's docker_image from its environment/Dockerfile "
+        "when the engine does not have it",
+    )
 
 
 def read_instance_ids(values: list[str]) -> tuple[str, ...] | None:

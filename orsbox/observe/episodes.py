@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS episodes (
     final_reward REAL,
     finished INTEGER NOT NULL DEFAULT 0,
     error TEXT,
-    usage TEXT
+    usage TEXT,
+    grading_cause TEXT
 );
 CREATE INDEX IF NOT EXISTS episodes_by_start ON episodes (started_at);
 CREATE TABLE IF NOT EXISTS calls (
@@ -63,6 +64,7 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 """
 
+ADDED_COLUMNS = (("grading_cause", "TEXT"),)  # (name, type) added to `episodes` since 0.1
 MAX_PENDING = 100_000  # records queued past this are dropped (with a warning)
 BATCH = 2000  # records per transaction at most
 LINGER_S = 0.05  # how long a transaction waits for more records after the first
@@ -90,7 +92,18 @@ def connect(path: Path | str, *, timeout_s: float = 5.0) -> sqlite3.Connection:
     )  # WAL + NORMAL: a process crash loses nothing committed
     conn.execute("PRAGMA foreign_keys=ON")
     conn.executescript(SCHEMA)
+    _add_missing_columns(conn)
     return conn
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Columns added since a database was made (`CREATE TABLE IF NOT EXISTS` keeps an
+    old table as it is): a database from an older orsbox stays readable and writable."""
+    have = {row["name"] for row in conn.execute("PRAGMA table_info(episodes)")}
+    for name, kind in ADDED_COLUMNS:
+        if name not in have:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+                conn.execute(f"ALTER TABLE episodes ADD COLUMN {name} {kind}")
 
 
 def cap_text(text: str | None, cap: int) -> str | None:
@@ -204,6 +217,14 @@ class EpisodeRecorder:
         self._put(
             "UPDATE episodes SET ended_at = ?, state = ?, error = COALESCE(?, error), usage = ? WHERE id = ?",
             (time.time(), state, error, json.dumps(usage), episode_id),
+        )
+
+    def grading_error(self, episode_id: str, cause: str, error: str) -> None:
+        """The episode's grader could not run: its state says so from now on (while the
+        session lives too), with the message and the cause."""
+        self._put(
+            "UPDATE episodes SET state = 'grading_error', error = ?, grading_cause = ? WHERE id = ?",
+            (error, cause, episode_id),
         )
 
     def _put(self, sql: str, params: tuple[Any, ...]) -> None:
@@ -321,7 +342,7 @@ _CALL_TOTALS = (
 
 
 # -- reading (the status page and `orsbox episodes`) -----------------------------------
-EPISODE_COLUMNS = "id, session_id, environment, task, started_at, ended_at, state, calls, final_reward, finished, error, usage"
+EPISODE_COLUMNS = "id, session_id, environment, task, started_at, ended_at, state, calls, final_reward, finished, error, usage, grading_cause"
 
 
 def episode_dict(row: sqlite3.Row) -> dict[str, Any]:

@@ -24,7 +24,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 START_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 
-OUTCOMES = ("ok", "tool_error", "raised", "timed_out", "truncated")
+OUTCOMES = ("ok", "tool_error", "raised", "grading_error", "timed_out", "truncated")
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,12 @@ class Metrics:
             "orsbox_tool_calls",
             "Tool calls by outcome",
             ["environment", "tool", "outcome"],
+            registry=r,
+        )
+        self.grading_errors = PromCounter(
+            "orsbox_grading_errors",
+            "Gradings that could not run (no reward), by cause (GradingError.cause)",
+            ["environment", "cause"],
             registry=r,
         )
         self.call_seconds = Histogram(

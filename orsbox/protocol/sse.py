@@ -59,5 +59,9 @@ def result_events(payload: str) -> list[dict[str, str]]:
 
 
 def encode_event(event: str, data: str) -> bytes:
-    """One SSE event as bytes (for responses built without sse-starlette)."""
-    return f"event: {event}\r\ndata: {data}\r\n\r\n".encode()
+    """One SSE event as bytes (for responses built without sse-starlette). Data of
+    several lines (an error's message) goes as one `data:` line each, as SSE says and
+    sse-starlette does: clients join them with newlines, where a bare line would be
+    read as a field of its own (the ors-sdk client drops it, or fails on it)."""
+    lines = "".join(f"data: {line}\r\n" for line in data.splitlines() or [""])
+    return f"event: {event}\r\n{lines}\r\n".encode()

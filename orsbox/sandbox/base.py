@@ -109,6 +109,21 @@ class SandboxLimits(BaseModel):
         "directory, home, /tmp, /var/tmp) holds at most this much, the rest of the root "
         "filesystem is read-only; these folders live in memory, within memory_bytes",
     )
+    writable_layer_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="bound on what the sandbox adds to its image's files (the container's "
+        "writable layer), the root filesystem staying writable: measured after every call "
+        "and every few seconds; passing it ends the sandbox with an error naming the bound "
+        "(Harbor's storage_mb; docs/harbor.md)",
+    )
+    privileges: Literal["hardened", "docker-default"] = Field(
+        default="hardened",
+        description="hardened: every capability dropped and no privilege gain through "
+        "setuid (root can do little; sudo cannot work); docker-default: Docker's default "
+        "capability set and setuid allowed, as a plain `docker run` gives (what Harbor's "
+        "containers get: apt and sudo work). docs/harbor.md weighs the two",
+    )
     cap_add: tuple[str, ...] = ()
     privileged: bool = False
     mounts: tuple[HostMount, ...] = ()

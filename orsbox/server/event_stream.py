@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from orsbox.protocol.calls import CallRegistry, Event
+from orsbox.protocol.sse import encode_event
 
 HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -29,7 +30,7 @@ HEADERS = [
 
 def encode(events: Sequence[Event]) -> bytes:
     """Events in SSE framing (CRLF line ends, as the reference servers send)."""
-    return b"".join(f"event: {e['event']}\r\ndata: {e['data']}\r\n\r\n".encode() for e in events)
+    return b"".join(encode_event(e["event"], e["data"]) for e in events)
 
 
 def ping() -> bytes:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
+from orsbox.errors import GradingError, ImageNotFound, SandboxError, SandboxStartError
 from orsbox.observe.episodes import EpisodeRecorder, default_path
 from orsbox.observe.logs import SESSION_ID
 from orsbox.observe.metrics import Metrics
@@ -50,6 +50,7 @@ class SessionStats:
     tool_names: set[str] | None = None  # the tools offered, for metric labels
     task: str = ""  # the task, redacted and short, for the status page
     prompt_recorded: bool = False
+    grading_cause: str | None = None  # the grader could not run (GradingError.cause)
 
     def as_dict(self) -> dict[str, Any]:
         end = self.ended_at or time.time()
@@ -147,8 +148,20 @@ class Observer:
         if reaped:
             self.metrics.sessions_reaped.labels(session.env_name).inc()
         if self.recorder is not None:
-            state = "failed" if session.error else ("reaped" if reaped else "ended")
+            state = "reaped" if reaped else "ended"
+            if session.error or session.stats.grading_cause:
+                state = "failed" if session.error else "grading_error"
             self.recorder.episode_ended(session.stats.episode_id, state, session.error, usage)
+
+    def grading_failed(self, session: Session, error: GradingError) -> None:
+        """The grader could not run: counted by cause, kept on the episode (its state,
+        error and cause), whether the call answers an error or, as the operator may ask,
+        a reward of 0.0."""
+        self.metrics.grading_errors.labels(session.env_name, error.cause).inc()
+        session.stats.grading_cause = error.cause
+        if self.recorder is not None:
+            message = LIVE_SECRETS.redact(error.wire())
+            self.recorder.grading_error(session.stats.episode_id, error.cause, message)
 
     # -- calls ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -172,6 +185,7 @@ class CallWatch:
         self.session = session
         self.call = call
         self.tally = ExecTally()
+        self.grading_error: GradingError | None = None
         self.started = time.monotonic()
         self.started_at = time.time()
 
@@ -192,6 +206,11 @@ class CallWatch:
     def raised(self, message: str) -> None:
         self._report("raised", None, None, False, message)
 
+    def grading_failed(self, error: GradingError) -> None:
+        """Before `raised` or `done`: the call's grader could not run."""
+        self.grading_error = error
+        self.observer.grading_failed(self.session, error)
+
     def _report(
         self,
         outcome: str,
@@ -202,6 +221,8 @@ class CallWatch:
     ) -> None:
         duration = time.monotonic() - self.started
         session, metrics, env_name = self.session, self.observer.metrics, self.session.env_name
+        if self.grading_error is not None:
+            outcome = "grading_error"
         metrics.tool_calls.labels(env_name, self._tool_label(), outcome).inc()
         metrics.call_seconds.labels(env_name).observe(duration)
         for seconds in self.tally.durations_s:

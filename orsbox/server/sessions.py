@@ -63,6 +63,7 @@ class Session:
     start_from: Any = None  # a fork's SharedSnapshot, released at teardown
     stats: SessionStats = field(default_factory=SessionStats)
     observer: Observer = field(default_factory=Observer.unattached)
+    grading_errors_as_zero: bool = False  # Settings.grading_errors, read once at /create
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -208,7 +209,13 @@ class SessionManager:
             self.observer.session_refused(env_name, "capacity")
             raise
         self._deleted.pop(sid, None)
-        session = Session(sid=sid, env_name=env_name, env_cls=env_cls, observer=self.observer)
+        session = Session(
+            sid=sid,
+            env_name=env_name,
+            env_cls=env_cls,
+            observer=self.observer,
+            grading_errors_as_zero=self.settings.grading_errors == "as-zero",
+        )
         session.task_spec, session.secrets, session.toolset = task_spec, secrets, toolset
         session.start_from = start_from
         session.secret_values = LIVE_SECRETS.add(secrets)

@@ -79,8 +79,8 @@ def recent_episodes(episodes: list[dict[str, Any]] | None) -> str:
         f'<tr class="episode"><td><a href="/ui/episodes/{escape(e["id"])}">{escape(e["id"][:12])}</a></td>'
         f"<td>{escape(e['environment'])}</td><td>{_when(e['started_at'])}</td>"
         f'<td class="n">{_duration((e["ended_at"] or time.time()) - e["started_at"])}</td>'
-        f'<td>{escape(e["state"])}</td><td class="n">{escape(str(e["calls"]))}</td>'
-        f'<td class="n">{_reward(e["final_reward"])}</td><td>{"yes" if e["finished"] else "no"}</td></tr>'
+        f"<td>{_state(e)}</td>"
+        f'<td class="n">{escape(str(e["calls"]))}</td><td class="n">{_reward(e["final_reward"])}</td><td>{"yes" if e["finished"] else "no"}</td></tr>'
         for e in episodes
     )
     header = _header("episode environment started duration state calls reward finished")
@@ -94,6 +94,7 @@ def transcript(episode: dict[str, Any]) -> str:
         ("session", episode["session_id"]),
         ("started", _when(episode["started_at"])),
         ("state", episode["state"]),
+        *([("grading error", episode["grading_cause"])] if episode.get("grading_cause") else []),
         ("final reward", _reward(episode["final_reward"])),
         ("finished", "yes" if episode["finished"] else "no"),
         ("CPU", _cpu(usage.get("cpu_s"))),
@@ -197,6 +198,15 @@ def _bytes(n: int | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return f"{n:.2f} GiB"
+
+
+def _state(episode: dict[str, Any]) -> str:
+    """The episode's state; a grading error (the grader could not run: no reward) in
+    red with its cause, so it is not read as an agent's failure."""
+    cause = episode.get("grading_cause")
+    if not cause:
+        return escape(episode["state"])
+    return f'<span class="bad">{escape(episode["state"])} ({escape(cause)})</span>'
 
 
 def _reward(reward: float | None) -> str:

@@ -28,6 +28,8 @@ def test_labels_and_delete(
     assert "no-new-privileges" in attrs["SecurityOpt"][0] and attrs["Init"] is True
     assert attrs["PidsLimit"] == 256 and attrs["Memory"] == 256 * 1024**2
     assert ep.bash("id -un")[0] == "orsbox\n"
+    # orsbox's own environments keep the hardened default (Harbor tasks do not)
+    assert "CapEff:\t0000000000000000" in ep.bash("grep CapEff /proc/self/status")[0]
     ep.delete()
     assert labelled(docker_client, **{"orsbox.session": ep.sid}) == []
 

@@ -30,6 +30,7 @@ async def test_missing_image_says_how_to_build_it(backend: DockerBackend) -> Non
     with pytest.raises(ImageNotFound) as info:
         await backend.start(SandboxSpec(image="orsbox/no-such-image:1"))
     assert "orsbox/no-such-image:1" in str(info.value) and "docker build" in str(info.value)
+    assert "--image-map orsbox/no-such-image:1=IMAGE" in str(info.value)
 
 
 async def test_failed_start_leaves_nothing(backend: DockerBackend, base_image: str) -> None:

@@ -77,6 +77,19 @@ def test_owner_liveness() -> None:
     assert not L.owner_is_dead({})
 
 
+def test_an_owner_in_another_pid_namespace_is_never_judged() -> None:
+    """A server in a container with this host's name: its pid means nothing here."""
+    mine = L.owner_labels("s")
+    assert mine[L.PID_NAMESPACE].startswith("pid:[")
+    child = subprocess.Popen(["true"])
+    child.wait()
+    gone_here = {**mine, L.PID: str(child.pid)}
+    assert L.owner_is_dead(gone_here)
+    elsewhere = {**gone_here, L.PID_NAMESPACE: "pid:[1]"}
+    assert not L.owner_is_dead(elsewhere) and not L.owner_is_here(elsewhere)
+    assert L.owner_is_dead({k: v for k, v in gone_here.items() if k != L.PID_NAMESPACE})
+
+
 def test_container_defaults_and_overrides() -> None:
     spec = SandboxSpec(image="img", limits=SandboxLimits(memory_bytes=2**28, cpus=0.5, pids=64))
     name = container_name("a/b c")
@@ -92,6 +105,14 @@ def test_container_defaults_and_overrides() -> None:
     assert options["command"] == agent_argv() and "--sub" not in options["command"]
     assert options["stdin_open"] is True and options["detach"] is False
     assert options["log_config"]["type"] == "none"
+
+
+def test_docker_default_privileges_keep_dockers_set_and_the_other_limits() -> None:
+    limits = SandboxLimits(privileges="docker-default", writable_layer_bytes=2**20, pids=64)
+    options = container_options(SandboxSpec(image="img", limits=limits), "n", {}, {})
+    assert "cap_drop" not in options and "security_opt" not in options
+    assert options["pids_limit"] == 64 and options["init"] is True
+    assert options["read_only"] is False and "tmpfs" not in options  # the root stays writable
 
 
 def test_what_only_an_operator_allows_reaches_the_container_options() -> None:

@@ -6,6 +6,10 @@ user, working directory and variables, so the class builds its `SandboxSpec` per
 (`sandbox_spec`), and lists every task's image and recipe (`image_recipes`) for
 `orsbox serve`, `run` and `build` to build what is missing.
 
+Each sandbox runs in Harbor's execution profile (`task.py`'s limits: Docker's default
+capabilities, a writable root, the image's user, `storage_mb` as a bound on what it
+writes) with `/logs/agent`, `/logs/verifier` and `/logs/artifacts` made at setup.
+
 The agent gets the prompt `instruction.md`, the standard tools (bash, read_file,
 write_file, edit_file, list_dir unless `--tools` says otherwise) and `submit`, which
 runs the verifier and ends the episode. `[agent].timeout_sec` bounds the episode from
@@ -24,7 +28,7 @@ from orsbox.authoring.graded_once import GradedOnce
 from orsbox.authoring.grader import Grade
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
-from orsbox.errors import ManifestError, SandboxGone, SetupFailed
+from orsbox.errors import ImageNotFound, ManifestError, SandboxGone, SetupFailed
 from orsbox.formats.harbor.phases import widest
 from orsbox.formats.harbor.task import HarborTask, phase_set
 from orsbox.formats.harbor.verifier import verify
@@ -34,6 +38,8 @@ from orsbox.sandbox.base import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker.images import ImageRecipe
 
 DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
+LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+MAKE_LOG_DIRS = f"mkdir -p {' '.join(LOG_DIRS)} && chmod 777 {' '.join(LOG_DIRS)}"
 
 
 class HarborEnvironment(GradedOnce):
@@ -88,7 +94,20 @@ class HarborEnvironment(GradedOnce):
         error = self.broken_images.get(self.task.image.tag)
         if error is not None:
             raise SetupFailed(f"task {self.task.name}: its image did not build: {error}")
-        await super().setup()
+        try:
+            await super().setup()
+        except ImageNotFound as e:
+            hint = self.task.image.missing_hint
+            message = f"task {self.task.name}: {e}" + (f"; {hint}" if hint else "")
+            raise ImageNotFound(message) from None
+
+    async def prepare(self) -> None:
+        """Harbor's folders for logs, made at start as Harbor's Docker environment makes
+        its mount points (`mkdir -p` and `chmod 777`, as root): an agent or a test.sh
+        that writes to `/logs/agent` or `/logs/verifier` finds a real folder."""
+        made = await self.sandbox.exec(["bash", "-c", MAKE_LOG_DIRS], user="root", timeout_s=60)
+        if made.exit_code != 0:
+            raise SetupFailed(f"task {self.task.name}: could not make /logs: {made.output}")
 
     def get_prompt(self) -> list[TextBlock]:
         return [TextBlock(text=self.task.instruction)]

@@ -1,7 +1,11 @@
 """A task's image: built from its Dockerfile with orsbox's builder, or used as given.
 
 In order, a task's image comes from:
-  1. `[environment].docker_image`: used as given, after the image map;
+  1. `[environment].docker_image`: used as given, after the image map; with
+     `--build-missing` and an `environment/Dockerfile` (as Terminal-Bench 2.0 tasks
+     ship both), that Dockerfile builds it under the image's name when the engine
+     lacks it. A missing image's error says which of the two ways applies
+     (`TaskImage.missing_hint`);
   2. `environment/docker-compose.yaml`: its one service (`main`; Terminal-Bench 1
      calls it `client`), with that service's `build` or `image`; more than one
      service is refused;
@@ -13,12 +17,9 @@ unchanged one is found in the engine. The image map rewrites `FROM` lines; the u
 folder is never written to: the rewritten Dockerfile lives in orsbox's cache folder and
 the docker SDK sends it along with the context.
 
-A task with `storage_mb` runs with a read-only root filesystem and bounded in-memory
-folders (how orsbox bounds disk, `SandboxLimits.disk_bytes`), where Harbor's `/tests`
-and `/logs` could not be written. So its image gets one more layer that points them
-into `/tmp` (`WRITABLE_LAYER`; the Dockerfile's last `USER` is restored after it), and
-a `docker_image` is then built into a thin image of its own (whose user is root: its
-own default user is not known without asking the engine).
+The image runs as Harbor's Docker environment runs it: its root filesystem writable,
+its own user, `/logs` made by the environment at setup (`environment.py`); nothing is
+added to it.
 """
 
 from __future__ import annotations
@@ -35,19 +36,6 @@ from orsbox.sandbox.docker.images import LOCAL_DEBIAN, ImageRecipe
 from orsbox.sandbox.image_map import ImageMap
 
 TAG_PREFIX = "orsbox-harbor/"
-SCRATCH_ROOT = "/tmp/.harbor"
-MOVED_FOLDERS = ("/tests", "/logs", "/solution")
-WRITABLE_LAYER = (
-    "\n# orsbox: a read-only root (storage_mb) keeps Harbor's folders in /tmp\n"
-    "USER root\n"
-    f'RUN for d in {" ".join(MOVED_FOLDERS)}; do rm -rf "$d" && '
-    f'ln -s "{SCRATCH_ROOT}$d" "$d"; done\n'
-)
-# Run as root before using those folders: a moved folder's target exists.
-MAKE_SCRATCH = (
-    f"for d in {' '.join(MOVED_FOLDERS)}; do "
-    f'if [ -L "$d" ]; then mkdir -p "{SCRATCH_ROOT}$d"; fi; done'
-)
 COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 SERVICE_NAMES = ("main", "client")
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE | re.MULTILINE)
@@ -56,12 +44,14 @@ _USER = re.compile(r"^\s*USER\s+(\S+)", re.IGNORECASE | re.MULTILINE)
 
 @dataclass(frozen=True)
 class TaskImage:
-    """The image a task runs in, the recipe that builds it (None: used as given) and
-    the image's own default user when it can be read from the Dockerfile."""
+    """The image a task runs in, the recipe that builds it (None: used as given), the
+    image's own default user when it can be read from the Dockerfile, and what to do
+    when the engine does not have it."""
 
     tag: str
     recipe: ImageRecipe | None
     default_user: str | None = None
+    missing_hint: str = ""
 
 
 def cache_dir() -> Path:
@@ -76,14 +66,21 @@ def task_image(
     docker_image: str | None,
     image_map: ImageMap,
     build_timeout_s: float,
-    writable_layer: bool,
+    build_missing: bool = False,
 ) -> TaskImage:
-    """The task's image; a `ManifestError` naming the task when it has none."""
+    """The task's image; a `ManifestError` naming the task when it has none.
+    `build_missing`: a `docker_image` the engine lacks is built from the task's
+    Dockerfile, under the image's own name (built only when missing)."""
     if docker_image:
-        return _given(task, image_map.rewrite(docker_image), build_timeout_s, writable_layer)
+        dockerfile = env_dir / "Dockerfile"
+        if build_missing and dockerfile.is_file():
+            text = image_map.rewrite_dockerfile(dockerfile.read_text())
+            tag = image_map.rewrite(docker_image)
+            return _built(task, env_dir, text, build_timeout_s, tag=tag)
+        return _given(image_map.rewrite(docker_image), docker_image, dockerfile)
     build = _compose_build(task, env_dir)
     if isinstance(build, str):
-        return _given(task, image_map.rewrite(build), build_timeout_s, writable_layer)
+        return _given(image_map.rewrite(build), build, None)
     context, dockerfile = build or (env_dir, env_dir / "Dockerfile")
     if not dockerfile.is_file():
         raise ManifestError(
@@ -91,29 +88,28 @@ def task_image(
             "[environment].docker_image"
         )
     text = image_map.rewrite_dockerfile(dockerfile.read_text())
-    if writable_layer:
-        users = _USER.findall(text)
-        text += WRITABLE_LAYER + (f"USER {users[-1]}\n" if users else "")
     return _built(task, context, text, build_timeout_s)
 
 
-def _given(task: str, image: str, timeout_s: float, layer: bool) -> TaskImage:
-    if not layer:
-        return TaskImage(image, None)
-    return _built(task, None, f"FROM {image}\n{WRITABLE_LAYER}", timeout_s)
+def _given(tag: str, named: str, dockerfile: Path | None) -> TaskImage:
+    """An image used as given; the hint says how to get it when it is missing."""
+    hint = f"map it onto an image you have with --image-map {named}=IMAGE"
+    if dockerfile is not None and dockerfile.is_file():
+        hint = f"build it from {dockerfile} with --build-missing, or {hint}"
+    return TaskImage(tag, None, missing_hint=hint)
 
 
-def _built(task: str, context: Path | None, dockerfile: str, timeout_s: float) -> TaskImage:
+def _built(
+    task: str, context: Path, dockerfile: str, timeout_s: float, tag: str | None = None
+) -> TaskImage:
+    """`tag` None: `orsbox-harbor/<task>:<content hash>`."""
     digest = _content_hash(context, dockerfile)
-    tag = f"{TAG_PREFIX}{_tag_name(task)}:{digest[:12]}"
+    tag = tag or f"{TAG_PREFIX}{_tag_name(task)}:{digest[:12]}"
     folder = cache_dir() / "build"
     folder.mkdir(parents=True, exist_ok=True)
     written = folder / f"{digest}.Dockerfile"
     if not written.is_file():
         written.write_text(dockerfile)
-    if context is None:  # a thin layer over a given image: an empty context
-        context = folder / "empty"
-        context.mkdir(exist_ok=True)
     froms = _FROM.findall(dockerfile)
     parent = froms[0] if froms else None
     base = parent if parent and (parent.startswith("orsbox/") or parent == LOCAL_DEBIAN) else None
@@ -128,12 +124,11 @@ def _tag_name(task: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", task.lower()).strip("-._") or "task"
 
 
-def _content_hash(context: Path | None, dockerfile: str) -> str:
+def _content_hash(context: Path, dockerfile: str) -> str:
     digest = hashlib.sha256(dockerfile.encode())
-    if context is not None:
-        for path in sorted(p for p in context.rglob("*") if p.is_file()):
-            digest.update(str(path.relative_to(context)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(context)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 

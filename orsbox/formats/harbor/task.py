@@ -107,7 +107,7 @@ def _harbor_task(folder: Path, options: FormatOptions, allowed: NetworkAllowed) 
         docker_image=env.docker_image,
         image_map=options.image_map,
         build_timeout_s=env.build_timeout_sec,
-        writable_layer=env.storage_mb is not None,
+        build_missing=options.build_missing,
     )
     agent_user = _user(config.agent.user)
     verifier_user = _user(config.verifier.user)
@@ -146,14 +146,18 @@ def _limits(
     network: PhaseNetwork,
     options: FormatOptions,
 ) -> SandboxLimits:
-    """The task's resources; the command line's --cpus/--memory win over the task's."""
+    """The task's resources, in Harbor's execution profile: Docker's default capabilities
+    and a writable root, `storage_mb` a bound on what the task writes (not a read-only
+    root); the command line's --cpus/--memory win over the task's."""
     memory = options.memory_bytes or (memory_mb or DEFAULT_MEMORY_MB) * MiB
     return SandboxLimits(
         cpus=options.cpus or cpus or 1.0,
         memory_bytes=memory,
-        disk_bytes=storage_mb * MiB if storage_mb else None,
+        writable_layer_bytes=storage_mb * MiB if storage_mb else None,
+        disk_bytes=None,  # set, so an operator's default disk bound (a read-only root) stays off
         network=network.network,
         allowed_hosts=network.allowed_hosts,
+        privileges="docker-default",
     )
 
 
@@ -175,7 +179,6 @@ def _tb1_task(folder: Path, options: FormatOptions, allow_network: bool) -> Harb
         docker_image=None,
         image_map=options.image_map,
         build_timeout_s=1800.0,
-        writable_layer=False,
     )
     return HarborTask(
         name=name,

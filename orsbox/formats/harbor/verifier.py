@@ -12,8 +12,10 @@ with one step before it that Harbor leaves to its container teardown:
      with `[verifier].env`, under `[verifier].timeout_sec`; its exit code is not used;
   4. the reward comes from `reward.json` when it exists (a JSON object of finite numbers:
      its `reward` key, else their mean; the whole object goes to metadata), else from
-     `reward.txt` (one finite number, `float()` of the text). Where Harbor raises (no
-     reward file, an empty or malformed one), the reward is 0.0 and the output says why.
+     `reward.txt` (one finite number, `float()` of the text);
+  5. where the verifier could not run (Harbor raises: a timeout, no reward file, an
+     empty or malformed one; or a 0 with no sign the tests ran), `GradingError` is
+     raised instead of a reward: the rules are in `could_not_run`.
 
 Terminal-Bench 1: `run-tests.sh` and `tests/` go to `/tests`, `bash /tests/run-tests.sh`
 runs with `TEST_DIR=/tests` under `max_test_timeout_sec`, and the task is resolved (1.0)
@@ -32,7 +34,8 @@ import tarfile
 from typing import Any
 
 from orsbox.authoring.grader import Grade
-from orsbox.formats.harbor.images import MAKE_SCRATCH
+from orsbox.errors import GradingError
+from orsbox.formats.harbor import could_not_run
 from orsbox.formats.harbor.task import HarborTask, Verifier
 from orsbox.sandbox.base import ExecResult, Sandbox
 
@@ -43,10 +46,9 @@ TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
 SHOWN_OUTPUT_BYTES = 16 * 1024
 ROOT = "root"
 
-# Root in an orsbox sandbox has no capabilities; it owns what it creates here. The tests
-# arrive on standard input as a tar; $1 is the script to make executable.
+# As root, as Harbor uploads them. The tests arrive on standard input as a tar; $1 is
+# the script to make executable.
 INSTALL = f"""set -e
-{MAKE_SCRATCH}
 rm -rf /tests {REWARD_TXT} {REWARD_JSON} 2>/dev/null || find /tests/ -mindepth 1 -delete
 mkdir -p /tests {VERIFIER_DIR}
 chmod 777 /logs {VERIFIER_DIR}
@@ -55,10 +57,13 @@ chmod -R a+rX /tests
 chmod +x "$1"
 """
 # One line per file: its name, then its bytes in base64, or "-" when it does not exist.
+# Then one line per test report named in "$@" that exists: its name and "+".
 COLLECT = f"""for f in {TEST_STDOUT} {REWARD_JSON} {REWARD_TXT}; do
     if [ -f "$f" ]; then printf '%s ' "$f"; base64 -w0 "$f"; echo; else echo "$f -"; fi
 done
+for f in "$@"; do if [ -f "$f" ]; then echo "$f +"; fi; done
 """
+PRESENT = "+"
 
 
 async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
@@ -75,14 +80,15 @@ async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
         timeout_s=120,
     )
     if installed.exit_code != 0:
-        text = f"[reward 0: the tests could not be copied to /tests]\n{installed.output.strip()}"
-        return Grade(0.0, text, {"reward_error": "tests not installed", "processes_killed": killed})
+        why = f"the tests could not be copied to /tests: {installed.output.strip()[-2000:]}"
+        raise GradingError(why, cause="tests-not-installed")
     result = await _run(sandbox, task)
-    grade = (
-        _harbor_grade(await _collect(sandbox), result)
-        if verifier.kind == "harbor"
-        else _tb1_grade(result)
-    )
+    if verifier.kind == "harbor":
+        test_sh = _test_sh(verifier)
+        files = await _collect(sandbox, could_not_run.reports_named(test_sh))
+        grade = _harbor_grade(files, result, verifier, test_sh)
+    else:
+        grade = _tb1_grade(result)
     metadata = {
         **grade.metadata,
         "processes_killed": killed,
@@ -121,28 +127,59 @@ async def _run(sandbox: Sandbox, task: HarborTask) -> ExecResult:
 
 
 # -- Harbor's reward files --------------------------------------------------------------
-async def _collect(sandbox: Sandbox) -> dict[str, bytes | None]:
-    """test.sh's output and the reward files (read as root), None for a missing one."""
-    result = await sandbox.exec(["bash", "-c", COLLECT], user=ROOT, output_cap_bytes=8 << 20)
+async def _collect(sandbox: Sandbox, reports: list[str]) -> dict[str, bytes | None]:
+    """test.sh's output and the reward files (read as root), None for a missing one;
+    each of `reports` that exists as `PRESENT` (only whether it is there counts)."""
+    result = await sandbox.exec(
+        ["bash", "-c", COLLECT, "collect", *reports], user=ROOT, output_cap_bytes=8 << 20
+    )
     files: dict[str, bytes | None] = {}
     for line in result.output.splitlines():
         name, _, data = line.partition(" ")
-        files[name] = None if data == "-" else base64.b64decode(data)
+        files[name] = _decoded(data)
     return files
 
 
-def _harbor_grade(files: dict[str, bytes | None], result: ExecResult) -> Grade:
+def _decoded(data: str) -> bytes | None:
+    if data == "-":
+        return None
+    return PRESENT.encode() if data == PRESENT else base64.b64decode(data)
+
+
+def _test_sh(verifier: Verifier) -> str:
+    """The text of the task's test.sh, as the task folder has it."""
+    if verifier.tests_dir is None:
+        return ""
+    path = verifier.tests_dir / verifier.script.removeprefix("/tests/")
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _harbor_grade(
+    files: dict[str, bytes | None], result: ExecResult, verifier: Verifier, test_sh: str
+) -> Grade:
+    """The reward test.sh wrote, or `GradingError` where the verifier could not run."""
     stdout = (files.get(TEST_STDOUT) or b"").decode("utf-8", "replace")
-    shown = _tail(stdout) + (
-        "\n[test.sh timed out after its limit and was killed]" if result.timed_out else ""
-    )
     reward_json, reward_txt = files.get(REWARD_JSON), files.get(REWARD_TXT)
+    grade = None
     if reward_json is not None:
-        return _with_output(parse_reward_json(reward_json), shown)
-    if reward_txt is not None:
-        return _with_output(parse_reward_txt(reward_txt), shown)
-    missing = f"[reward 0: no reward file: test.sh wrote neither {REWARD_TXT} nor {REWARD_JSON}]"
-    return _with_output(Grade(0.0, missing, {"reward_error": "missing"}), shown)
+        grade = parse_reward_json(reward_json)
+    elif reward_txt is not None:
+        grade = parse_reward_txt(reward_txt)
+    run = could_not_run.VerifierRun(
+        test_sh=test_sh,
+        stdout=stdout,
+        timed_out=result.timed_out,
+        timeout_s=verifier.timeout_s,
+        reward=None if grade is None else grade.reward,
+        reports_present=frozenset(r for r in files if files[r] == PRESENT.encode()),
+    )
+    if grade is not None and "reward_error" in grade.metadata and not result.timed_out:
+        raise could_not_run.bad_reward_file(grade.metadata["reward_error"], run)
+    error = could_not_run.grading_error(run)
+    if error is not None:
+        raise error
+    assert grade is not None  # no reward file is a grading error
+    return _with_output(grade, _tail(stdout))
 
 
 def parse_reward_json(data: bytes) -> Grade:

@@ -13,7 +13,9 @@ unforgeable.
    patch, runs the tests between markers); its log is parsed by the instance's parser and
    judged by the swebench package's resolution rule (`harness.grade_log`), or, for
    R2E-Gym, compared with the expected results (`r2e.py`).
-The grading container is removed whatever happens.
+The grading container is removed whatever happens. Where grading could not run (the
+container did not start, the eval script timed out, was killed or left no complete
+test output), `GradingError` is raised instead of a verdict (`could_not_run`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from orsbox.formats.swebench import harness, r2e
+from orsbox.errors import SandboxError
+from orsbox.formats.swebench import could_not_run, harness, r2e
 from orsbox.formats.swebench.families import Instance
 from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 
@@ -150,7 +153,10 @@ async def grade_patch(
     """Apply `patch` in a fresh container from `spec` and judge the tests' log."""
     timings: dict[str, float] = {}
     started = time.monotonic()
-    sandbox = await backend.start(spec)
+    try:
+        sandbox = await backend.start(spec)
+    except SandboxError as e:
+        raise could_not_run.container_failed(e) from e
     timings["start"] = time.monotonic() - started
     try:
         workdir = instance.workdir or (await _pwd(sandbox))
@@ -187,8 +193,10 @@ async def run_eval(sandbox: Sandbox, instance: Instance, timeout_s: float) -> tu
         ["bash", "-c", f"/bin/bash {EVAL_FILE} > {LOG_FILE} 2>&1"], timeout_s=timeout_s
     )
     log = (await sandbox.read_file(LOG_FILE, max_bytes=LOG_MAX_BYTES)).decode(errors="replace")
-    if result.timed_out:
-        log += f"\n>>>>> Tests Timed Out after {timeout_s:g}s\n"
+    markers = instance.family != "r2e-gym"
+    error = could_not_run.eval_error(result, log, timeout_s, markers=markers)
+    if error is not None:
+        raise error
     return log, result.duration_s
 
 
@@ -217,5 +225,7 @@ async def _pwd(sandbox: Sandbox) -> str:
 
 async def _checked(sandbox: Sandbox, script: str, what: str) -> None:
     result = await sandbox.exec(["bash", "-c", script], timeout_s=600)
-    if result.exit_code != 0:
-        raise PatchError(f"{what} failed: {result.output.strip()[-2000:]}")
+    if result.exit_code != 0:  # a fresh container the agent never touched
+        raise could_not_run.container_failed(
+            SandboxError(f"{what} failed: {result.output.strip()[-2000:]}")
+        )

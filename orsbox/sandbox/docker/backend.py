@@ -139,7 +139,8 @@ class DockerBackend(SandboxBackend):
         try:
             if disk is not None:
                 disk = await self._disk.fill_large(disk, container_id)
-            sandbox = await self._start_created(container_id, name)
+            bound = spec.limits.writable_layer_bytes
+            sandbox = await self._start_created(container_id, name, bound)
             if spec.limits.network == "allowlist":
                 await sandbox.use_proxy(spec.limits.allowed_hosts)
             if disk is not None:
@@ -218,7 +219,9 @@ class DockerBackend(SandboxBackend):
             return None
         return await self._disk.plan(spec, spec.limits.disk_bytes)
 
-    async def _start_created(self, container_id: str, name: str) -> DockerSandbox:
+    async def _start_created(
+        self, container_id: str, name: str, layer_bound_bytes: int | None = None
+    ) -> DockerSandbox:
         sandbox: DockerSandbox | None = None
 
         def lost() -> None:
@@ -230,6 +233,7 @@ class DockerBackend(SandboxBackend):
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
+            layer_bound_bytes=layer_bound_bytes,
             name=name,
             channel=channel,
             open_agent=functools.partial(self._open_sub_agent, container_id, name),

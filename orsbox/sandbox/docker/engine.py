@@ -197,6 +197,18 @@ class Engine:
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
 
+    async def layer_size(self, container_id: str) -> int:
+        """Bytes the container added to its image's files (its writable layer): docker's
+        `SizeRw`, which the engine computes by walking the layer (~15-30 ms here)."""
+
+        def size() -> int:
+            api = self.client.api
+            url = api._url("/containers/{0}/json", container_id)
+            found = api._result(api._get(url, params={"size": 1}), True)
+            return int(found.get("SizeRw") or 0)
+
+        return await self.run("measure the container's writable layer", size)
+
     async def usage(self, container_id: str) -> ResourceUsage | None:
         """The container's CPU and peak memory (see `read_usage`); its first process is
         looked up once. Abandoned when the caller stops waiting (accounting never holds

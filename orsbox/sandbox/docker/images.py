@@ -8,9 +8,12 @@ build API so no docker CLI is needed. Blocking functions: callers run them in a 
 
 from __future__ import annotations
 
+import contextlib
+import re
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,7 @@ class ImageRecipe:
     base_image: str | None = None  # None: the Dockerfile's own default
     origin: str = ""  # what declares it, for messages: a folder or a manifest
     timeout_s: float = BUILD_TIMEOUT_S  # a task may set its own (Harbor's build_timeout_sec)
+    network_mode: str | None = None  # "none": the build's RUN steps get no network at all
 
 
 def has_image(client: docker.DockerClient, reference: str) -> bool:
@@ -75,43 +79,101 @@ def build_hint(image: str) -> str:
         return "build it with `orsbox build` (or `bash scripts/build-images.sh`)"
     return (
         f"build it with `docker build -t {image} <folder with its Dockerfile>`, or with "
-        "`orsbox build` when it is one of orsbox's images or an environment's [build] image"
+        "`orsbox build` when it is one of orsbox's images or an environment's [build] "
+        f"image, or map it onto an image you have (--image-map {image}=IMAGE, "
+        "ORSBOX_IMAGE_MAP)"
     )
 
 
 def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog) -> float:
-    """Build `recipe`, passing each line of build output to `log`; return the seconds
-    it took. Raises `ImageBuildError` with the build's last lines on failure."""
+    """Build `recipe`, passing each whole line of build output (without terminal
+    escapes) to `log`; return the seconds it took. On failure or timeout the images the
+    build's steps made are removed (no dangling image is left) and `ImageBuildError`
+    carries the build's last lines."""
     started = time.monotonic()
     args = {"BASE_IMAGE": recipe.base_image} if recipe.base_image else {}
-    tail: list[str] = []
-    with translated(f"build {recipe.tag}"):
-        stream = client.api.build(
-            path=str(recipe.context),
-            dockerfile=str(recipe.dockerfile),
-            tag=recipe.tag,
-            buildargs=args,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            timeout=min(
-                BUILD_QUIET_S, recipe.timeout_s
-            ),  # the SDK passes none: a hung engine would hang us
-        )
-        for chunk in stream:
-            if time.monotonic() - started > recipe.timeout_s:
-                raise ImageBuildError(
-                    f"building {recipe.tag} ({recipe.origin}) took over {recipe.timeout_s:g}s:\n"
-                    + "\n".join(tail[-15:])
-                )
-            if "error" in chunk:
-                detail = "\n".join([*tail[-15:], str(chunk["error"]).strip()])
-                raise ImageBuildError(f"building {recipe.tag} ({recipe.origin}) failed:\n{detail}")
-            for line in str(chunk.get("stream", "")).splitlines():
-                if line.strip():
-                    tail.append(line)
-                    log(line)
+    output = BuildOutput(log)
+    try:
+        with translated(f"build {recipe.tag}"):
+            stream = client.api.build(
+                path=str(recipe.context),
+                dockerfile=str(recipe.dockerfile),
+                tag=recipe.tag,
+                buildargs=args,
+                network_mode=recipe.network_mode,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                # the SDK passes no timeout: a hung engine would hang us
+                timeout=min(BUILD_QUIET_S, recipe.timeout_s),
+            )
+            for chunk in stream:
+                if time.monotonic() - started > recipe.timeout_s:
+                    raise ImageBuildError(
+                        f"building {recipe.tag} ({recipe.origin}) took over "
+                        f"{recipe.timeout_s:g}s:\n{output.last_lines()}"
+                    )
+                if "error" in chunk:
+                    output.feed("\n" + str(chunk["error"]))
+                    raise ImageBuildError(
+                        f"building {recipe.tag} ({recipe.origin}) failed:\n{output.last_lines()}"
+                    )
+                output.feed(str(chunk.get("stream", "")))
+    except BaseException:
+        remove_images(client, output.made)
+        raise
     return time.monotonic() - started
+
+
+ANSI_ESCAPE = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
+STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")
+SHOWN_LINES = 15
+
+
+class BuildOutput:
+    """A build's output stream as whole lines without terminal escapes (the engine cuts
+    its chunks anywhere, a line included), and the images its own steps made: a step
+    that ran (` ---> Running in ...`) ends with ` ---> <image id>`; a cached step and
+    the FROM line name images the build did not make."""
+
+    def __init__(self, log: BuildLog) -> None:
+        self.log = log
+        self.tail: deque[str] = deque(maxlen=SHOWN_LINES)
+        self.made: list[str] = []
+        self._partial = ""
+        self._step_ran = False
+
+    def feed(self, text: str) -> None:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._line(line)
+
+    def last_lines(self) -> str:
+        if self._partial:
+            self._line(self._partial)
+            self._partial = ""
+        return "\n".join(self.tail)
+
+    def _line(self, raw: str) -> None:
+        line = ANSI_ESCAPE.sub("", raw).rsplit("\r", 1)[-1].rstrip()
+        if not line.strip():
+            return
+        if line.startswith(" ---> Running in "):
+            self._step_ran = True
+        elif (made := STEP_IMAGE.match(line)) is not None:
+            if self._step_ran:
+                self.made.append(made.group(1))
+            self._step_ran = False
+        self.tail.append(line)
+        self.log(line)
+
+
+def remove_images(client: docker.DockerClient, images: list[str]) -> None:
+    """Remove the images a failed build made, newest first (each is then a leaf), and
+    nothing else: not forced, parents not pruned; one still in use stays."""
+    for image in reversed(images):
+        with contextlib.suppress(docker.errors.APIError):
+            client.api.remove_image(image, force=False, noprune=True)
 
 
 def make_local_debian(log: BuildLog) -> None:

@@ -1,11 +1,14 @@
 """Labels that tie a container to the server process that started it.
 
 Every sandbox container carries `orsbox=1`, the server id and session id, and the
-owner's identity: host name, pid and the pid's start time (`/proc/PID/stat` field 22).
-A later server on the same host can then tell, without any shared state, whether the
-owner is still running: a pid that is gone, or reused by a process that started at
-another time, means the owner died and its containers may be swept. Containers of other
-hosts are never judged (their pids mean nothing here).
+owner's identity: host name, pid namespace, pid and the pid's start time
+(`/proc/PID/stat` field 22). A later server on the same host can then tell, without any
+shared state, whether the owner is still running: a pid that is gone, or reused by a
+process that started at another time, means the owner died and its containers may be
+swept. Containers of other hosts are never judged (their pids mean nothing here), nor
+those of another pid namespace: a server in a container (the `orsbox/server` image, a
+Compose cell) shares the engine with servers elsewhere, and its host name can be theirs
+(Compose's `hostname: cell-1` in two projects, `--uts host`), but its pids are not.
 """
 
 from __future__ import annotations
@@ -19,6 +22,15 @@ SESSION = "orsbox.session"
 HOST = "orsbox.host"
 PID = "orsbox.pid"
 PID_START = "orsbox.pid_start"
+PID_NAMESPACE = "orsbox.pid_ns"
+
+
+def pid_namespace() -> str:
+    """This process's pid namespace (`pid:[4026531836]`), or "" where /proc cannot say."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def process_start_time(pid: int) -> str | None:
@@ -38,6 +50,7 @@ def owner_labels(server_id: str) -> dict[str, str]:
         ORSBOX: "1",
         SERVER: server_id,
         HOST: socket.gethostname(),
+        PID_NAMESPACE: pid_namespace(),
         PID: str(pid),
         PID_START: process_start_time(pid) or "",
     }
@@ -48,10 +61,17 @@ def sandbox_labels(server_id: str, session_id: str, extra: dict[str, str]) -> di
     return {**extra, **owner_labels(server_id), SESSION: session_id}
 
 
+def owner_is_here(labels: dict[str, str]) -> bool:
+    """The owner ran on this host and in this pid namespace, so its pid means something
+    here (labels from before the namespace was recorded have none: taken as this one)."""
+    same_namespace = labels.get(PID_NAMESPACE, pid_namespace()) == pid_namespace()
+    return labels.get(HOST) == socket.gethostname() and same_namespace
+
+
 def owner_is_dead(labels: dict[str, str]) -> bool:
-    """True only when the owner certainly died: same host, and its pid is gone or now
-    belongs to a process that started at another time."""
-    if labels.get(HOST) != socket.gethostname():
+    """True only when the owner certainly died: it is here (`owner_is_here`), and its
+    pid is gone or now belongs to a process that started at another time."""
+    if not owner_is_here(labels):
         return False
     try:
         pid = int(labels.get(PID, ""))

@@ -12,7 +12,8 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
   - `auto_remove`: a container that exits disappears, whoever stopped it;
   - no network unless asked (only a loopback interface; when asked, the guarded
     network of `guarded.py`, not Docker's default bridge), memory limit without swap,
-    cpu and pids limits, every capability dropped, no privilege gain through setuid;
+    cpu and pids limits, every capability dropped, no privilege gain through setuid
+    (`privileges="docker-default"` keeps Docker's default set instead, for Harbor tasks);
   - privileged mode, host networking, added capabilities and host mounts only as the
     spec asks (the server's policy decides what an environment may ask for);
   - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`);
@@ -93,11 +94,10 @@ def container_options(
         "memswap_limit": limits.memory_bytes,
         "nano_cpus": int(limits.cpus * 1e9),
         "pids_limit": limits.pids,
-        "cap_drop": ["ALL"],
+        **privilege_options(limits),
         "cap_add": list(limits.cap_add) or None,
         "privileged": limits.privileged or None,
         "mounts": [bind_mount(m) for m in limits.mounts] or None,
-        "security_opt": ["no-new-privileges"],
         "environment": dict(spec.env),
         "user": spec.user or None,
         "working_dir": spec.workdir or None,
@@ -109,6 +109,17 @@ def container_options(
         options.update(gvisor_pids(limits))
     options.update(overrides)
     return {key: value for key, value in options.items() if value is not None}
+
+
+def privilege_options(limits: SandboxLimits) -> dict[str, Any]:
+    """What root may do in the sandbox. `hardened` drops every capability and forbids
+    gaining privileges through setuid; `docker-default` leaves Docker's default set and
+    setuid as `docker run` does, because Harbor's tasks need them: apt drops to its
+    `_apt` user (SETUID, SETGID), and a task's agent user may `sudo`, which refuses to
+    run under no-new-privileges (measured: tests/formats/harbor/test_profile.py)."""
+    if limits.privileges == "docker-default":
+        return {}
+    return {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges"]}
 
 
 def gvisor_host_pids(limits: SandboxLimits) -> int:

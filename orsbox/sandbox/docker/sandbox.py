@@ -1,10 +1,13 @@
 """`DockerSandbox`: one container, driven through its in-container agent
 (`orsbox.sandbox.agent.sandbox.AgentSandbox`). The only docker API calls a sandbox makes
 are removing its container, inspecting it to explain a death, switching its network,
-and starting a second, short-lived agent for `exec(user=...)` as another user."""
+starting a second, short-lived agent for `exec(user=...)` as another user, and
+measuring its writable layer when it has a storage bound (`layer_bound.py`)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import shlex
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -12,12 +15,16 @@ from typing import Any, Literal
 import anyio
 
 from orsbox.errors import SandboxError, SandboxGone
+from orsbox.sandbox.agent.channel import AgentChannel, Header
 from orsbox.sandbox.agent.sandbox import AgentSandbox
 from orsbox.sandbox.base import ExecResult
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork, proxy_env
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.guarded import GuardedNetwork
+from orsbox.sandbox.docker.layer_bound import LayerBound
 from orsbox.sandbox.usage import ResourceUsage
+
+log = logging.getLogger("orsbox.sandbox.docker")
 
 GONE_SETTLE_S = 3.0
 
@@ -30,13 +37,47 @@ class DockerSandbox(AgentSandbox):
         container_id: str,
         guarded: GuardedNetwork,
         allowlist: AllowlistNetwork,
+        layer_bound_bytes: int | None = None,
         **agent: Any,
     ) -> None:
+        """`layer_bound_bytes`: `SandboxLimits.writable_layer_bytes`, kept by measuring
+        (`layer_bound.py`) after every answered call and on a period."""
         super().__init__(sandbox_id=container_id, **agent)
         self._engine = engine
         self._guarded = guarded
         self._allowlist = allowlist
         self._network_env: dict[str, str] = {}  # the proxy settings of an allow-list
+        self._layer: LayerBound | None = None
+        if layer_bound_bytes is not None:
+            self._layer = LayerBound(
+                engine, container_id, self.name, layer_bound_bytes, self._stop_for
+            )
+            self._layer.watch()
+
+    async def close(self) -> None:
+        if self._layer is not None:
+            self._layer.stop()
+        await super().close()
+
+    async def _request(
+        self, channel: AgentChannel, request: Header, payload: bytes, timeout_s: float
+    ) -> tuple[Header, bytes]:
+        answer = await super()._request(channel, request, payload, timeout_s)
+        if self._layer is not None:
+            breached = await self._layer.check()
+            if breached is not None:
+                raise SandboxGone(breached)
+        return answer
+
+    async def _stop_for(self, reason: str) -> None:
+        """End the container now; every later call is told `reason`."""
+        if self._gone is None:
+            self._gone = asyncio.get_running_loop().create_future()
+            self._gone.set_result(reason)
+        try:
+            await self._engine.remove(self.id)
+        except SandboxError as e:  # gone already, or the engine is down: said by `reason`
+            log.warning("could not stop %s: %s", self.name, e)
 
     async def set_network(
         self, network: bool | Literal["allowlist"], allowed_hosts: Sequence[str] = ()

@@ -11,10 +11,10 @@ import logging
 
 from fastapi import APIRouter
 
-from orsbox.authoring import ToolRaised, call_tool
+from orsbox.authoring import GradingFailed, ToolRaised, as_zero_reward, call_tool
 from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
-from orsbox.protocol.types import ToolCall
+from orsbox.protocol.types import RunToolSuccess, ToolCall
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
@@ -26,18 +26,27 @@ log = logging.getLogger("orsbox.calls")
 
 
 async def run_call(session: Session, call: ToolCall) -> list[Event]:
-    """The final SSE events of one call: `chunk`.../`end` with the result, or `error`."""
+    """The final SSE events of one call: `chunk`.../`end` with the result, or `error`.
+    A grader that could not run answers `error` naming its cause, or a reward of 0.0
+    when the operator asked for that (`--grading-errors as-zero`); both are recorded."""
     with session.in_call(), session.observer.call(session, call) as watch:
         try:
             async with session.call_lock:
                 if session.env is None:
                     return [{"event": "error", "data": "session was deleted"}]
-                result = await call_tool(session.env, call.name, call.input)
+                try:
+                    result = await call_tool(session.env, call.name, call.input)
+                except GradingFailed as e:
+                    watch.grading_failed(e.error)
+                    if not session.grading_errors_as_zero:
+                        raise
+                    result = RunToolSuccess(output=as_zero_reward(e.error))
             payload = LIVE_SECRETS.redact(result.model_dump_json())
             watch.done(result, payload)
             return result_events(payload)
         except ToolRaised as e:
-            log.warning("session %s: %s", session.sid, e, exc_info=e.__cause__)
+            trace = None if isinstance(e, GradingFailed) else e.__cause__  # an outcome, not a bug
+            log.warning("session %s: %s", session.sid, e, exc_info=trace)
             message = LIVE_SECRETS.redact(str(e))
             watch.raised(message)
             return [{"event": "error", "data": message}]

@@ -121,7 +121,12 @@ async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) ->
             return [{"event": "error", "data": "the sandbox is gone"}]
         # Twice the cap: the first half of what the sandbox keeps is the output's head.
         result = await sandbox.exec(
-            [body.shell, "-c", body.cmd], timeout_s=timeout, output_cap_bytes=2 * max_bytes + 2
+            [body.shell, "-c", body.cmd],
+            timeout_s=timeout,
+            output_cap_bytes=2 * max_bytes + 2,
+            cwd=body.cwd,
+            env=body.env,
+            user=body.user,
         )
     except SandboxError as e:
         return [{"event": "error", "data": f"the command could not run: {e}"}]

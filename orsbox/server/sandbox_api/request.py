@@ -150,7 +150,13 @@ def machine_limits(machine_size: str) -> tuple[float, int]:
 
 
 class RunRequest(BaseModel):
-    """`POST /run`: `cmd` through `shell -c`, at most `max_bytes` of output back."""
+    """`POST /run`: `cmd` through `shell -c`, at most `max_bytes` of output back.
+
+    `cwd`, `env` and `user` are orsbox's own additions (the openreward client never sends
+    them): they let a harness that drives sandboxes through this API (the Inspect
+    provider, `orsbox.integrations.inspect`) run a command where, with what and as whom
+    its contract says, set by the exec itself rather than by a shell prefix that the
+    image's `PATH` could subvert."""
 
     model_config = ConfigDict(extra="allow")
     cmd: str
@@ -158,6 +164,9 @@ class RunRequest(BaseModel):
     max_bytes: int | None = Field(default=None, ge=0)
     shell: str = "/bin/bash"
     task_id: str | None = None
+    cwd: str | None = Field(default=None, description="orsbox: the working directory")
+    env: dict[str, str] | None = Field(default=None, description="orsbox: added variables")
+    user: str | None = Field(default=None, description="orsbox: run as this user or uid")
 
 
 def truthy(value: Any) -> bool:

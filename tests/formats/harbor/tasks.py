@@ -1,23 +1,30 @@
 """Task folders written for the tests, in both formats, covering each honoured field.
 
 Every image starts `FROM ubuntu:24.04`, which the tests map onto the local Debian base
-(`IMAGE_MAP`): the offline path a user without a registry takes.
+(`IMAGE_MAP`): the offline path a user without a registry takes. Every Dockerfile ends
+with a label naming this test run, so its image's tag (a hash of the content) is this
+run's own: a run elsewhere on the same engine, whose fixtures remove their images when
+done, cannot remove an image this one is using.
 """
 
 from __future__ import annotations
 
 import textwrap
+import uuid
 from pathlib import Path
 
 IMAGE_MAP = "ubuntu:24.04=orsbox/debian:bookworm"
 DOCKERFILE = "FROM ubuntu:24.04\nWORKDIR /app\n"
+RUN_ID = uuid.uuid4().hex[:12]
+RUN_LABEL = f"LABEL orsbox.test-run={RUN_ID}\n"  # last: the steps before it stay cached
 
 
 def write(folder: Path, files: dict[str, str], executable: tuple[str, ...] = ()) -> Path:
     for name, text in files.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
+        text = textwrap.dedent(text).lstrip("\n")
+        path.write_text(text + RUN_LABEL if path.name == "Dockerfile" else text)
         if name in executable or name.endswith(".sh"):
             path.chmod(0o755)
     return folder
@@ -179,7 +186,7 @@ def episodes_dataset(root: Path) -> Path:
     harbor_dataset(root)
     harbor_task(root / "crash", CRASHES)
     harbor_task(root / "slow", CHECK_OUT, agent_timeout=4)
-    # a published image named in task.toml (mapped), with storage_mb: a thin layer over it
+    # a published image named in task.toml (mapped), used as it is, storage_mb a bound
     harbor_task(root / "given", CHECK_OUT, extra='docker_image = "ubuntu:24.04"\nstorage_mb = 32\n')
     return root
 

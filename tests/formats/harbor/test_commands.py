@@ -24,12 +24,13 @@ def test_harbors_template_task_serves_and_grades(datasets: dict[str, Path], tmp_
             env = client.environment("template-task")
             with env.session(split="test", index=0) as session:
                 assert session.get_prompt()[0].text == ""  # its instruction.md is empty
-                graded = session.call_tool("submit", {})
+                with pytest.raises(RuntimeError) as raised:
+                    session.call_tool("submit", {})
     finally:
         server.stop()
-    # its test.sh (not executable in the wheel; made so, as Harbor does) writes no reward
-    assert (graded.reward, graded.finished) == (0.0, True)
-    assert "no reward file" in graded.blocks[0].text
+    # its test.sh (not executable in the wheel; made so, as Harbor does) writes no reward:
+    # Harbor raises RewardFileNotFoundError, orsbox answers a grading error
+    assert "grading error [no-reward-file]" in str(raised.value)
 
 
 def test_orsbox_run_plays_a_task(
@@ -71,10 +72,17 @@ def test_orsbox_check_fails_a_task_whose_tests_crash(
     datasets: dict[str, Path], harbor_env: dict[str, str]
 ) -> None:
     done = orsbox(
-        "check", str(datasets["episodes"] / "crash"), "--image-map", IMAGE_MAP, env=harbor_env
-    )
+        "check", str(datasets["episodes"] / "crash"), "--image-map", IMAGE_MAP, "--verbose",
+        env=harbor_env,
+    )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert re.search(r"│ crash\s+│ 0\s+│ 0\s+│ FAIL the solution does not score 1.0", done.stdout)
+    # test.sh crashed before writing a reward: a grading error, not a FAIL of 0
+    row = (
+        r"│ crash\s+│ error\s+│ error\s+│ GRADING ERROR solution: grading error \[no-reward-file\]"
+    )
+    assert re.search(row, done.stdout), done.stdout
+    # --verbose: the whole output, under a rule naming the task
+    assert re.search(r"crash: the solution's test output.*\n.*the tests crashed: boom", done.stdout)
 
 
 def test_a_failing_dockerfile_names_its_last_lines_and_spares_the_others(

@@ -59,12 +59,14 @@ def test_honoured_fields_seen_from_inside(client: ORS) -> None:
         "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu.max"
     )
     outputs, _ = play(
-        client, "hello", ["pwd; echo $GREETING; id -un", cgroup, "ls /sys/class/net", "ls /tests"]
-    )
+        client, "hello", ["pwd; echo $GREETING; id -un", cgroup, "ls /sys/class/net", "ls /tests",
+                          "stat -c %F /logs/agent /logs/verifier"]
+    )  # fmt: skip
     assert outputs[0].split() == ["/app", "hello", "root"]  # workdir, env, user
     assert outputs[1].split()[0] == str(512 * 1024**2) and "100000" in outputs[1]  # memory, cpus
     assert outputs[2].split() == ["lo"]  # network_mode = "no-network": no interface but lo
     assert "No such file" in outputs[3]  # the tests arrive only when grading
+    assert outputs[4].split("\n")[:2] == ["directory", "directory"]  # as Harbor makes them
 
 
 def test_agent_user_and_verifier_user(client: ORS) -> None:
@@ -73,9 +75,17 @@ def test_agent_user_and_verifier_user(client: ORS) -> None:
     assert solved.reward == 1.0  # test.sh ran as root ([verifier].user)
 
 
-def test_storage_mb_bounds_the_writable_folders(client: ORS) -> None:
-    outputs, _ = play(client, "storage", ["df -B1M --output=size /app | tail -1"])
-    assert outputs[0].strip() == "64"
+def test_a_task_writing_past_storage_mb_is_ended_naming_the_bound(client: ORS) -> None:
+    with pytest.raises(Exception, match="past its storage bound of 64 MiB"):
+        play(client, "storage", ["head -c 100M /dev/zero > /var/tmp/big"])
+
+
+def test_a_task_within_storage_mb_is_not_ended(client: ORS) -> None:
+    outputs, solved = play(
+        client, "storage", ["head -c 16M /dev/zero > /var/tmp/f && stat -c %s /var/tmp/f", SOLVE]
+    )
+    assert outputs[0].strip() == str(16 * 1024 * 1024)  # bytes: du may count a block more
+    assert (solved.reward, solved.finished) == (1.0, True)
 
 
 def test_reward_json_with_several_keys(client: ORS) -> None:
@@ -84,11 +94,11 @@ def test_reward_json_with_several_keys(client: ORS) -> None:
     assert solved.metadata["rewards"] == {"reward": 1, "tests_passed": 3, "style": 0.5}
 
 
-def test_a_crashing_test_sh_scores_zero_with_its_output(client: ORS) -> None:
-    _, graded = play(client, "crash", [SOLVE])
-    text = graded.blocks[0].text
-    assert graded.reward == 0.0 and graded.finished
-    assert "the tests crashed: boom" in text and "no reward file" in text
+def test_a_crashing_test_sh_is_a_grading_error_with_its_output(client: ORS) -> None:
+    with pytest.raises(RuntimeError) as raised:
+        play(client, "crash", [SOLVE])
+    text = str(raised.value)  # Harbor: RewardFileNotFoundError, no reward
+    assert "grading error [no-reward-file]" in text and "the tests crashed: boom" in text
 
 
 def test_a_reward_file_the_agent_wrote_is_not_counted(client: ORS) -> None:
@@ -105,9 +115,9 @@ def test_a_background_writer_is_killed_before_grading(client: ORS) -> None:
     wait = (
         "until [ -s /logs/verifier/reward.txt ]; do sleep 0.01; done; cat /logs/verifier/reward.txt"
     )
-    outputs, graded = play(client, "crash", [writer, wait])
+    outputs, graded = play(client, "hello", [writer, wait])
     assert outputs[1].strip() == "1"  # the writer runs
-    assert graded.reward == 0.0 and "no reward file" in graded.blocks[0].text
+    assert graded.reward == 0.0 and "reward 0 from reward.txt" in graded.blocks[0].text
     assert graded.metadata["processes_killed"] >= 1
 
 

@@ -18,8 +18,16 @@ from orsbox.formats.harbor.verifier import (
     parse_reward_json,
     parse_reward_txt,
 )
+from orsbox.sandbox.config import DefaultLimits
 from orsbox.sandbox.image_map import ImageMap
-from tests.formats.harbor.tasks import CHECK_OUT, IMAGE_MAP, harbor_task, write, write_tb1_task
+from tests.formats.harbor.tasks import (
+    CHECK_OUT,
+    IMAGE_MAP,
+    RUN_LABEL,
+    harbor_task,
+    write,
+    write_tb1_task,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "harbor"
 
@@ -88,7 +96,11 @@ def test_every_field_is_read_and_honoured(tmp_path: Path) -> None:
     task = env_cls.tasks["full"]
     assert env_cls.list_tasks("test") == [{"name": "full", "format": "harbor"}]
     assert (task.limits.cpus, task.limits.memory_bytes) == (2.0, 1024 * 1024**2)
-    assert task.limits.disk_bytes == 256 * 1024**2 and task.limits.network is False
+    # storage_mb bounds what the task writes; the root stays writable (Harbor's profile)
+    assert task.limits.writable_layer_bytes == 256 * 1024**2 and task.limits.disk_bytes is None
+    assert task.limits.privileges == "docker-default" and task.limits.network is False
+    # an operator's default disk bound would make the root read-only: it does not apply
+    assert DefaultLimits(disk_bytes=2**30).apply(task.limits).disk_bytes is None
     assert (task.agent_user, task.workdir, task.env, task.agent_timeout_s) == (
         "0",
         "/app",
@@ -333,7 +345,7 @@ def test_the_image_map_from_the_environment(
     assert recipe.base_image is None  # not one of orsbox's images: nothing to build first
 
 
-def test_a_storage_layer_keeps_the_dockerfiles_user(tmp_path: Path) -> None:
+def test_the_dockerfiles_user_is_read_and_nothing_is_added_to_the_image(tmp_path: Path) -> None:
     folder = harbor_task(tmp_path / "stored", CHECK_OUT)
     toml = folder / "task.toml"
     toml.write_text(toml.read_text().replace("[environment]\n", "[environment]\nstorage_mb = 64\n"))
@@ -341,8 +353,29 @@ def test_a_storage_layer_keeps_the_dockerfiles_user(tmp_path: Path) -> None:
     task = dataset_class(folder).tasks["stored"]
     assert task.image.recipe is not None
     text = task.image.recipe.dockerfile.read_text()
-    assert "ln -s" in text and text.rstrip().endswith("USER nobody")
-    assert task.image.default_user == "nobody" and task.limits.disk_bytes == 64 * 1024**2
+    assert text == f"FROM orsbox/debian:bookworm\nUSER nobody\n{RUN_LABEL}"  # nothing added
+    assert task.image.default_user == "nobody"
+
+
+def test_a_missing_docker_image_is_built_from_the_dockerfile_only_when_asked(
+    tmp_path: Path,
+) -> None:
+    folder = harbor_task(tmp_path / "given", CHECK_OUT, extra='docker_image = "me/given:1"\n')
+    task = dataset_class(folder).tasks["given"]
+    assert (task.image.tag, task.image.recipe) == ("me/given:1", None)
+    assert "--build-missing" in task.image.missing_hint
+    assert "--image-map me/given:1=IMAGE" in task.image.missing_hint
+    options = FormatOptions(image_map=ImageMap.parse([IMAGE_MAP]), build_missing=True)
+    (env_cls,) = load(folder, options)
+    recipe = env_cls.tasks["given"].image.recipe  # type: ignore[attr-defined]
+    assert recipe is not None and recipe.tag == "me/given:1"  # built under its own name
+    assert recipe.dockerfile.read_text().startswith("FROM orsbox/debian:bookworm")
+    (folder / "environment" / "Dockerfile").unlink()  # nothing to build it from
+    task = dataset_class(folder).tasks["given"]
+    assert (
+        "--build-missing" not in task.image.missing_hint
+        and "--image-map" in task.image.missing_hint
+    )
 
 
 def test_a_task_spec_names_a_task_of_the_dataset(tmp_path: Path) -> None:
@@ -362,14 +395,21 @@ def test_the_check_table_lists_refused_tasks_and_failures(tmp_path: Path) -> Non
     harbor_task(tmp_path / "good", CHECK_OUT)
     (harbor_task(tmp_path / "bad", CHECK_OUT) / "task.toml").write_text("[environment]\ngpus = 2\n")
     env_cls = dataset_class(tmp_path)
+    output = "collecting 2 items\nE   assert 'x' == 'y'\n\nFAILED t.py::test_y\n1 failed\n"
     checks = [
         TaskCheck("good", Grade(1.0, ""), Grade(1.0, ""), 2.5),
         TaskCheck("also", None, None, 0.1, "SetupFailed: its image did not build"),
+        TaskCheck("wrong", Grade(0.0, ""), Grade(0.0, ""), 3.0, None, output),
     ]
     assert not checks[0].passed and TaskCheck("x", Grade(1.0, ""), Grade(0.0, ""), 1).passed
     console = Console(record=True, width=200)
     console.print(_table(env_cls, checks))
     text = console.export_text()
     assert "an untouched sandbox does not score 0.0" in text
+    # the cause: the last lines of the solution's test output
+    cause = (
+        "the solution does not score 1.0: E   assert 'x' == 'y' | FAILED t.py::test_y | 1 failed"
+    )
+    assert cause in text
     assert "SetupFailed: its image did not build" in text
     assert "REFUSED task bad:" in text and "environment.gpus" in text

@@ -1,0 +1,112 @@
+"""The server's own image, run as an operator would: `orsbox/server:latest` with the
+engine's socket mounted serves a bundled episode to the ors-sdk client, its sandboxes
+are containers on the mounted engine, and stopping it leaves none of them behind.
+
+It runs with this machine's host name (as with `--uts host`, or two Compose projects'
+`hostname: cell-1`), so a server on the host sees sandboxes whose owner label names this
+host and a pid that means nothing here: the pid namespace in the owner labels is what
+keeps its sweep (and `orsbox gc`, `orsbox ps`) from judging a live session's owner dead.
+(The test asks the judgement itself rather than running `orsbox gc`, which would also
+sweep the dead servers of other runs sharing this engine.)"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+
+import docker
+import httpx
+import pytest
+
+from orsbox.cli.ps import owner_state
+from orsbox.cluster.images import SERVER_IMAGE
+from orsbox.sandbox.docker import labels as L
+from tests.deploy.server_containers import (
+    open_terminal_session,
+    pid_namespace,
+    play_terminal_episode,
+    remove_all,
+    require_images,
+    sandboxes_of,
+)
+from tests.servers import free_port
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.docker, pytest.mark.deploy]
+
+TOKEN = "image-token-0123456789abcdef"
+START_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def server(docker_client: docker.DockerClient) -> Iterator[tuple[str, str]]:
+    """(url, container id) of a running orsbox/server, shared by the module's tests (the
+    last one stops it); removed, with any sandbox it left, whatever the tests did."""
+    require_images(docker_client, SERVER_IMAGE)
+    port = free_port()
+    container = docker_client.containers.run(
+        SERVER_IMAGE,
+        detach=True,
+        name=f"orsbox-test-server-{uuid.uuid4().hex[:8]}",
+        hostname=socket.gethostname(),
+        environment={"ORSBOX_TOKEN": TOKEN},
+        volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
+        ports={"8080/tcp": ("127.0.0.1", port)},
+        labels={"orsbox-test": "server-image"},
+    )
+    namespace = ""
+    try:
+        url = f"http://127.0.0.1:{port}"
+        started = time.monotonic()
+        wait_until(lambda: healthy(url), START_TIMEOUT_S, 0.1, "the server's /health")
+        print(f"\norsbox/server: /health answered {time.monotonic() - started:.2f}s after run")
+        namespace = pid_namespace(docker_client, container.id)
+        yield url, container.id
+    finally:
+        remove_all(docker_client, [container.id])
+        if namespace:
+            remove_all(docker_client, sandboxes_of(docker_client, namespace))
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_the_host_never_judges_a_containerised_servers_sandboxes(
+    server: tuple[str, str], docker_client: docker.DockerClient
+) -> None:
+    """Its sandboxes carry this host's name and a pid from another namespace."""
+    url, container_id = server
+    namespace = pid_namespace(docker_client, container_id)
+    headers = {"X-API-Key": TOKEN, "X-Session-ID": open_terminal_session(url, TOKEN)}
+    sandboxes = wait_until(lambda: sandboxes_of(docker_client, namespace), 30, 0.1, "a sandbox")
+    labels = docker_client.api.inspect_container(sandboxes[0])["Config"]["Labels"]
+    assert labels[L.HOST] == socket.gethostname() and labels[L.PID_NAMESPACE] == namespace
+
+    # its pid, read in this namespace, is another process or none at all
+    assert L.process_start_time(int(labels[L.PID])) != labels[L.PID_START]
+    assert not L.owner_is_dead(labels) and owner_state(labels) == "elsewhere"
+    assert httpx.post(f"{url}/delete", headers=headers, timeout=30).status_code == 200
+    wait_until(lambda: not sandboxes_of(docker_client, namespace), 30, 0.1, "the sandbox gone")
+
+
+def test_the_image_serves_a_bundled_episode_and_stops_clean(  # last: it stops the server
+    server: tuple[str, str], docker_client: docker.DockerClient
+) -> None:
+    url, container_id = server
+    namespace = pid_namespace(docker_client, container_id)
+    assert namespace != L.pid_namespace()
+    assert httpx.get(f"{url}/list_environments", timeout=10).status_code == 401  # token on
+    assert play_terminal_episode(url, TOKEN) == 1.0
+    open_terminal_session(url, TOKEN)  # still open when the server is stopped: the stop must end it
+    wait_until(lambda: sandboxes_of(docker_client, namespace), 30, 0.1, "its sandbox")
+
+    container = docker_client.containers.get(container_id)
+    container.stop(timeout=30)
+    assert container.wait(timeout=30)["StatusCode"] == 0, container.logs()[-2000:]
+    assert sandboxes_of(docker_client, namespace) == []

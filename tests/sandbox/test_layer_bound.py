@@ -1,0 +1,74 @@
+"""`SandboxLimits.writable_layer_bytes` and `privileges` against the real engine: a
+sandbox writing past its bound is stopped with an error naming the bound (whether the
+write came from a call or from a process in the background), one within it goes on;
+Docker's default capabilities only where asked for, orsbox's hardened default kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from orsbox.errors import SandboxGone
+from orsbox.sandbox import SandboxLimits, SandboxSpec
+from orsbox.sandbox.docker import DockerBackend
+from tests.waiting import wait_until_async
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.conformance]
+
+MiB = 1024 * 1024
+BOUND = "past its storage bound of 8 MiB"
+DOCKER_DEFAULT_CAPS = "00000000a80425fb"  # Docker's default set (runc)
+
+
+def bounded(image: str, bound_mib: int = 8) -> SandboxSpec:
+    limits = SandboxLimits(writable_layer_bytes=bound_mib * MiB, privileges="docker-default")
+    return SandboxSpec(image=image, limits=limits, user="root", session_id="layer-bound")
+
+
+async def test_a_call_writing_past_the_bound_ends_the_sandbox(
+    backend: DockerBackend, base_image: str
+) -> None:
+    sandbox = await backend.start(bounded(base_image))
+    assert (await sandbox.shell("head -c 4M /dev/zero > /var/within; echo ok")).output == "ok\n"
+    with pytest.raises(SandboxGone, match=BOUND) as raised:
+        await sandbox.shell("head -c 12M /dev/zero > /var/past")
+    assert "storage_mb" in str(raised.value)
+    assert not sandbox.alive
+    with pytest.raises(SandboxGone, match=BOUND):  # every later call says why
+        await sandbox.shell("true")
+    assert await backend.list() == []  # the container was removed at once
+
+
+async def test_a_background_writer_is_caught_between_calls(
+    backend: DockerBackend, base_image: str
+) -> None:
+    sandbox = await backend.start(bounded(base_image))
+    await sandbox.shell("(sleep 0.5; head -c 12M /dev/zero > /var/past) >/dev/null 2>&1 &")
+    await wait_until_async(lambda: not sandbox.alive, timeout_s=30)  # the periodic look
+    with pytest.raises(SandboxGone, match=BOUND):
+        await sandbox.shell("true")
+
+
+async def test_a_sandbox_within_its_bound_is_not_ended(
+    backend: DockerBackend, base_image: str
+) -> None:
+    sandbox = await backend.start(bounded(base_image, bound_mib=64))
+    for _ in range(3):
+        await sandbox.shell("head -c 4M /dev/zero > /var/file-$RANDOM")
+    assert sandbox.alive
+    assert int((await sandbox.shell("du -sm /var | cut -f1")).output) >= 12
+
+
+async def test_docker_default_privileges_only_when_asked(
+    backend: DockerBackend, base_image: str
+) -> None:
+    hardened = await backend.start(SandboxSpec(image=base_image, user="root"))
+    default = await backend.start(bounded(base_image, bound_mib=64))
+    status = "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status"
+    assert "CapEff:\t0000000000000000" in (await hardened.shell(status)).output
+    opened = (await default.shell(status)).output
+    if backend.config.runtime != "runsc":  # gVisor reports its own set and no NoNewPrivs
+        assert f"CapEff:\t{DOCKER_DEFAULT_CAPS}" in opened and "NoNewPrivs:\t0" in opened
+    # root's capabilities at work: a file of another owner, changed by root
+    chown = "touch /var/f && chown 1000:1000 /var/f && chmod 600 /var/f && cat /var/f; echo $?"
+    assert (await default.shell(chown)).output.strip() == "0"
+    assert (await hardened.shell(chown)).output.strip() != "0"
