@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orsbox.sandbox.config import BackendConfig, DockerConfig, load_config_file, parse_config
+from orsbox.sandbox.image_map import ImageMap
 
 
 class Settings(BaseSettings):
@@ -112,6 +113,12 @@ class Settings(BaseSettings):
         default_factory=lambda: ["orsbox/*"],
         description="image patterns (fnmatch) a client may ask for; default: orsbox's own",
     )
+    image_map: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="image rewrite rules FROM=TO for the sandbox API (ORSBOX_IMAGE_MAP: "
+        "separated by commas, semicolons or spaces); `orsbox serve --image-map` adds its own "
+        "first; `sandbox_images` judges the mapped name",
+    )
     sandbox_max_per_client: int = Field(
         default=16, gt=0, description="live sandboxes one client (token) may hold"
     )
@@ -196,6 +203,13 @@ class Settings(BaseSettings):
     backend_file: Path | None = Field(
         default=None, description="a TOML or JSON file with the backend config (wins over BACKEND)"
     )
+
+    @field_validator("image_map", mode="before")
+    @classmethod
+    def _image_rules(cls, value: Any) -> Any:
+        rules = ImageMap.split(value) if isinstance(value, str) else value
+        ImageMap.parse(rules)  # a malformed rule fails here, at startup
+        return rules
 
     @field_validator("backend", mode="before")
     @classmethod

@@ -124,10 +124,32 @@ def test_what_a_host_allow_list_cannot_honour_is_a_400(policy: dict[str, Any], e
 # -- policy ---------------------------------------------------------------------------
 def test_images_are_an_allow_list() -> None:
     settings = Settings()
-    check_sandbox_image("orsbox/base:latest", settings)
+    check_sandbox_image("orsbox/base:latest", "orsbox/base:latest", settings)
     with pytest.raises(Forbidden, match="ORSBOX_SANDBOX_IMAGES"):
-        check_sandbox_image("python:3.11-slim", settings)
-    check_sandbox_image("python:3.11-slim", Settings(sandbox_images=["python:3.*"]))
+        check_sandbox_image("python:3.11-slim", "python:3.11-slim", settings)
+    allowed = Settings(sandbox_images=["python:3.*"])
+    check_sandbox_image("python:3.11-slim", "python:3.11-slim", allowed)
+
+
+def test_the_allow_list_judges_the_mapped_name_and_says_so() -> None:
+    settings = Settings()
+    check_sandbox_image("python:3.11-slim", "orsbox/base", settings)  # what runs is allowed
+    with pytest.raises(Forbidden) as refused:
+        check_sandbox_image("orsbox/base", "python:3.11-slim", settings)
+    assert "'orsbox/base' (mapped to 'python:3.11-slim' by the image map)" in str(refused.value)
+    assert "--image-map" in str(refused.value)
+    with pytest.raises(Forbidden, match="no image map rule matched"):
+        check_sandbox_image("python:3.11-slim", "python:3.11-slim", settings)
+
+
+def test_the_image_map_setting_reads_the_environment_format(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ORSBOX_IMAGE_MAP", "python:3.11-slim=orsbox/base, a=b;c/=d/")
+    assert Settings().image_map == ["python:3.11-slim=orsbox/base", "a=b", "c/=d/"]
+    monkeypatch.setenv("ORSBOX_IMAGE_MAP", "nothing")
+    with pytest.raises(ValueError, match="is not FROM=TO"):
+        Settings()
 
 
 def test_network_needs_the_operator() -> None:
@@ -254,3 +276,19 @@ def test_openreward_classes_load_by_module_and_by_file() -> None:
     by_file = load_environment("tests/envs/openreward_envs.py")
     assert [c.name() for c in by_file] == ["LineCount", "Dialogue"]
     assert by_module.supports_score_group() and not by_file[1].supports_score_group()
+
+
+def test_which_session_urls_reach_this_server() -> None:
+    from orsbox.server.sandbox_api.session_url import own_url, points_here
+
+    settings = Settings(port=8123)
+    assert own_url(settings) == "http://127.0.0.1:8123"
+    for here in ("http://127.0.0.1:8123", "http://localhost:8123/", "http://[::1]:8123"):
+        assert points_here(here, settings), here
+    for elsewhere in (
+        "http://127.0.0.1:8124",
+        "https://sessions.openreward.ai",
+        "http://10.0.0.5:8123",
+    ):
+        assert not points_here(elsewhere, settings), elsewhere
+    assert points_here("http://10.0.0.5:8123", Settings(host="10.0.0.5", port=8123))

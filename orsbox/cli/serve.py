@@ -14,6 +14,7 @@ from orsbox.cli import dataset_options as D
 from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
 from orsbox.observe.logs import LOG_FORMATS
+from orsbox.server.sandbox_api.session_url import advertise
 from orsbox.settings import Settings
 
 _DEFAULTS = Settings()
@@ -79,6 +80,8 @@ def serve(
             "log_format": log_format,
         }
     )
+    if dataset is not None:  # --image-map (and ORSBOX_IMAGE_MAP) for the sandbox API too
+        settings = settings.model_copy(update={"image_map": dataset.image_map.texts()})
     settings = B.with_backend(settings, runtime, engine)
     settings = G.with_grading_errors(settings, grading_errors)
     advertise_sandbox_api(settings)
@@ -86,14 +89,10 @@ def serve(
 
 
 def advertise_sandbox_api(settings: Settings) -> None:
-    """Point openreward environments served here at this server's sandbox API: the
-    `openreward` client reads its session URL from OPENREWARD_SESSION_URL. An operator
-    who set it (a sandbox provider elsewhere) keeps theirs."""
-    if not settings.sandbox_api:
+    """Point openreward environments served here at this server's sandbox API
+    (`OPENREWARD_SESSION_URL`, unless the operator set it: `session_url`)."""
+    if advertise(settings) is None:
         return
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    host = f"[{host}]" if ":" in host else host
-    os.environ.setdefault("OPENREWARD_SESSION_URL", f"http://{host}:{settings.port}")
     # For environments whose client sent no key to hand on (ors-sdk sends no secrets):
     # `AsyncOpenReward(api_key=None)` falls back to this one.
     tokens = [t for t in (settings.token, *settings.sandbox_tokens) if t is not None]

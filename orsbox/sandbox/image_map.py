@@ -101,8 +101,16 @@ class ImageMap:
     @classmethod
     def from_env(cls, extra: Sequence[str] = ()) -> ImageMap:
         """`extra` rules (command-line options) first, then `ORSBOX_IMAGE_MAP`'s."""
-        env_rules = [r for r in _RULE_SEPARATORS.split(os.environ.get(ENV_VAR, "")) if r]
-        return cls.parse([*extra, *env_rules])
+        return cls.parse([*extra, *cls.split(os.environ.get(ENV_VAR, ""))])
+
+    @staticmethod
+    def split(text: str) -> list[str]:
+        """The rules of `ORSBOX_IMAGE_MAP`'s format (commas, semicolons or whitespace)."""
+        return [rule for rule in _RULE_SEPARATORS.split(text) if rule]
+
+    def texts(self) -> list[str]:
+        """The rules as `FROM=TO` texts, in order (what `parse` reads back)."""
+        return [f"{rule.source}={rule.target}" for rule in self.rules]
 
     def rewrite(self, reference: str) -> str:
         for rule in self.rules:

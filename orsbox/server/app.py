@@ -51,6 +51,7 @@ from orsbox.server.routes import (
     sessions,
 )
 from orsbox.server.sandbox_api import SandboxManager
+from orsbox.server.sandbox_api.session_url import log_session_url
 from orsbox.server.secrets import LIVE_SECRETS, install_log_redaction
 from orsbox.server.sessions import SessionManager
 from orsbox.settings import Settings
@@ -97,6 +98,7 @@ def create_app(
         if sandbox_api is not None:
             reapers.append(asyncio.create_task(sandbox_api.reap_forever()))
         log.info("serving %s", ", ".join(cat.names))
+        log_session_url(settings)
         try:
             yield
         finally:

@@ -137,14 +137,23 @@ def check_sandbox_api(settings: Settings) -> None:
         )
 
 
-def check_sandbox_image(image: str, settings: Settings) -> None:
-    """403 unless `image` (after the operator's image map) matches an allowed pattern."""
+def check_sandbox_image(asked: str, image: str, settings: Settings) -> None:
+    """403 unless `image`, what `asked` becomes after the image map and what will run,
+    matches an allowed pattern; the message says how the map took part."""
     if not any(fnmatch.fnmatchcase(image, p) for p in settings.sandbox_images):
         allowed = ", ".join(settings.sandbox_images) or "none"
         raise Forbidden(
-            f"image {image!r} is not allowed for sandboxes (allowed: {allowed}); "
-            "allow it with ORSBOX_SANDBOX_IMAGES"
+            f"{image_mapping(asked, image)} is not allowed for sandboxes (allowed: {allowed}; "
+            "judged after the image map); allow it with ORSBOX_SANDBOX_IMAGES, or map it "
+            "onto an allowed image with `orsbox serve --image-map FROM=TO` (or ORSBOX_IMAGE_MAP)"
         )
+
+
+def image_mapping(asked: str, image: str) -> str:
+    """The image named as asked and as mapped, for error messages."""
+    if asked == image:
+        return f"image {image!r} (no image map rule matched it)"
+    return f"image {asked!r} (mapped to {image!r} by the image map)"
 
 
 def allows_allowlist(settings: Settings) -> bool:

@@ -4,6 +4,7 @@ sandbox API, and the openreward and ors-sdk clients play them end to end."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 
 import docker
@@ -106,3 +107,15 @@ def test_toolset_name_picks_an_openreward_toolset(client: OpenReward) -> None:
         assert {"answer", "bash", "glob", "read"} <= names
         read = session.call_tool("read", {"file_path": "/tmp/data.txt"})
         assert "3" in read.blocks[0].text
+
+
+def test_a_150kb_write_tool_call(client: OpenReward) -> None:
+    """The toolset's `write` uploads the content as one command through `/run`."""
+    content = "".join(f"line {n:06d} of a large file\n" for n in range(6000))  # ~150 KB
+    env = client.environments.get("linecount")
+    with env.session(split="train", index=0, toolset="claude-code") as session:
+        wrote = session.call_tool("write", {"file_path": "/tmp/big.txt", "content": content})
+        assert "Successfully wrote" in wrote.blocks[0].text, wrote.blocks[0].text
+        digest = session.call_tool("bash", {"command": "sha256sum < /tmp/big.txt"})
+    assert len(content) > 150_000
+    assert digest.blocks[0].text.split()[0] == hashlib.sha256(content.encode()).hexdigest()

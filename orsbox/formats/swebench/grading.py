@@ -7,8 +7,8 @@ unforgeable.
    hooks, external diff drivers and textconv disabled, so its git config cannot bend it.
 3. A fresh container starts from the same image (no network, same limits): nothing the
    agent did to the filesystem, the test files or git reaches it but the patch.
-4. The patch is applied as the harness applies it: `git apply --verbose`, then
-   `git apply --verbose --reject`, then `patch --batch --fuzz=5 -p1 -i`.
+4. The patch is applied as the row's harness version applies it (`patching.py`: v5 rows
+   as swebench 5.0.2, the others as 4.1.0); the metadata names the strategy and attempt.
 5. The eval script runs (it resets the files the test patch touches, applies the test
    patch, runs the tests between markers); its log is parsed by the instance's parser and
    judged by the swebench package's resolution rule (`harness.grade_log`), or, for
@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orsbox.errors import SandboxError
-from orsbox.formats.swebench import could_not_run, harness, r2e
+from orsbox.formats.swebench import could_not_run, harness, patching, r2e
 from orsbox.formats.swebench.families import Instance
 from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 
-PATCH_FILE = "/tmp/patch.diff"
 EVAL_FILE = "/tmp/orsbox-eval.sh"
 LOG_FILE = "/tmp/orsbox-eval.log"
 AGENT_PATCH_FILE = "/tmp/.orsbox-agent.patch"
@@ -40,11 +39,6 @@ LOG_TAIL_CHARS = 4000
 GIT = (
     "git -c safe.directory='*' -c core.hooksPath=/dev/null -c core.fsmonitor=false "
     "-c core.attributesFile=/dev/null -c diff.noprefix=false"
-)
-APPLY_COMMANDS = (
-    f"git apply --verbose {PATCH_FILE}",
-    f"git apply --verbose --reject {PATCH_FILE}",
-    f"patch --batch --fuzz=5 -p1 -i {PATCH_FILE}",
 )
 
 
@@ -58,6 +52,7 @@ class Verdict:
     pass_to_pass: dict[str, list[str]] = field(default_factory=dict)
     log_tail: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    patch_application: dict[str, Any] = field(default_factory=dict)  # `Applied.metadata()`
 
     @property
     def reward(self) -> float:
@@ -77,6 +72,7 @@ class Verdict:
             "failed_tests": failed,
             "log_tail": self.log_tail,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "patch_application": self.patch_application,
         }
 
     def text(self) -> str:
@@ -162,24 +158,17 @@ async def grade_patch(
         workdir = instance.workdir or (await _pwd(sandbox))
         if instance.setup_script:
             await _checked(sandbox, instance.setup_script, "the instance's setup")
-        applied, output = await apply_patch(sandbox, patch, workdir)
-        if not applied:
-            return Verdict(False, f"the patch does not apply: {output[-2000:]}", timings=timings)
+        strategy = patching.strategy_for(instance.family)
+        applied = await patching.apply_patch(sandbox, patch, workdir, strategy)
+        if not applied.applied:
+            reason = f"the patch does not apply: {applied.output[-2000:]}"
+            return Verdict(False, reason, timings=timings, patch_application=applied.metadata())
         log, timings["eval"] = await run_eval(sandbox, instance, timeout_s)
     finally:
         await sandbox.close()
-    return judge(instance, log, timings)
-
-
-async def apply_patch(sandbox: Sandbox, patch: str, workdir: str) -> tuple[bool, str]:
-    await sandbox.write_file(PATCH_FILE, patch.encode("utf-8", errors="surrogateescape"))
-    outputs = []
-    for command in APPLY_COMMANDS:
-        result = await sandbox.exec(["bash", "-c", command], cwd=workdir, timeout_s=300)
-        if result.exit_code == 0:
-            return True, result.output
-        outputs.append(f"$ {command}\n{result.output.strip()}")
-    return False, "\n".join(outputs)
+    verdict = judge(instance, log, timings)
+    verdict.patch_application = applied.metadata()
+    return verdict
 
 
 async def run_eval(sandbox: Sandbox, instance: Instance, timeout_s: float) -> tuple[str, float]:

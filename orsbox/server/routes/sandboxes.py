@@ -23,7 +23,7 @@ from orsbox.server.access import presented_token
 from orsbox.server.deps import CallsDep, SessionIdDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
-from orsbox.server.policy import check_sandbox_image, check_sandbox_network
+from orsbox.server.policy import check_sandbox_image, check_sandbox_network, image_mapping
 from orsbox.server.sandbox_api import files
 from orsbox.server.sandbox_api.manager import ApiSandbox, SandboxManager, owner_of
 from orsbox.server.sandbox_api.request import NetworkPolicy, RunRequest, SandboxRequest, truthy
@@ -68,8 +68,8 @@ def _create(
     manager: SandboxManager, client: str, body: SandboxRequest, settings: Settings
 ) -> ApiSandbox:
     body.check_supported()
-    image = ImageMap.from_env().rewrite(body.image)
-    check_sandbox_image(image, settings)
+    image = ImageMap.parse(settings.image_map).rewrite(body.image)
+    check_sandbox_image(body.image, image, settings)
     check_sandbox_network(body.network_setting()[0], settings)
     sid = manager.new_id()
     labels = {
@@ -78,7 +78,12 @@ def _create(
         "orsbox.environment": f"sandbox:{body.environment or '-'}"[:100],  # for `orsbox ps`
     }
     spec = body.spec(image, sid, labels)
-    return manager.create(client, spec, has_network_policy=body.network is not None)
+    return manager.create(
+        client,
+        spec,
+        has_network_policy=body.network is not None,
+        image=image_mapping(body.image, image),
+    )
 
 
 async def _started(manager: SandboxManager, box: ApiSandbox) -> list[Event]:
@@ -120,10 +125,12 @@ async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) ->
         if sandbox is None:
             return [{"event": "error", "data": "the sandbox is gone"}]
         # Twice the cap: the first half of what the sandbox keeps is the output's head.
+        argv, stdin = body.command()
         result = await sandbox.exec(
-            [body.shell, "-c", body.cmd],
+            argv,
             timeout_s=timeout,
             output_cap_bytes=2 * max_bytes + 2,
+            stdin=stdin,
             cwd=body.cwd,
             env=body.env,
             user=body.user,

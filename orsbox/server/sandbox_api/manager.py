@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from orsbox.errors import Forbidden, Gone, NotFound, SandboxError, ServiceUnavailable
+from orsbox.errors import (
+    Forbidden,
+    Gone,
+    ImageNotFound,
+    NotFound,
+    SandboxError,
+    ServiceUnavailable,
+)
 from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from orsbox.server.cells import check_owned, mint
 from orsbox.settings import Settings
@@ -49,6 +56,7 @@ class ApiSandbox:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     sandbox: Sandbox | None = None
     error: str | None = None
+    image_named: str = ""  # as asked and as mapped (`policy.image_mapping`)
     start_task: asyncio.Task[None] | None = None
     last_active: float = field(default_factory=time.monotonic)
     in_flight: int = 0
@@ -72,9 +80,13 @@ class SandboxManager:
         return sid.startswith(SANDBOX_ID_PREFIX)
 
     # -- create -----------------------------------------------------------------------
-    def create(self, owner: str, spec: SandboxSpec, has_network_policy: bool) -> ApiSandbox:
+    def create(
+        self, owner: str, spec: SandboxSpec, has_network_policy: bool, image: str = ""
+    ) -> ApiSandbox:
+        """`image`: the image as asked and as mapped, named when it cannot be found."""
         self._check_cap(owner)
         box = ApiSandbox(spec.session_id, owner, spec.image, has_network_policy)
+        box.image_named = image or f"image {spec.image!r}"
         self._live[box.id] = box
         box.start_task = asyncio.create_task(self._start(box, spec))
         return box
@@ -104,6 +116,8 @@ class SandboxManager:
             log.info("sandbox %s started from %s", box.id, spec.image)
         except SandboxError as e:
             box.error = f"the sandbox could not start: {e}"
+            if isinstance(e, ImageNotFound):
+                box.error += f"; asked for {box.image_named}"
             log.warning("sandbox %s: %s", box.id, box.error)
         finally:
             box.touch()

@@ -149,6 +149,16 @@ def machine_limits(machine_size: str) -> tuple[float, int]:
     return float(match[1]), int(float(match[2]) * GB)
 
 
+# A command longer than this goes to the shell on stdin: Linux caps one argument at
+# 128 KiB (MAX_ARG_STRLEN), and the openreward client's `upload()` sends up to 10 MB of
+# file as one base64 command. Shorter ones stay an argument, as before, for any shell.
+ARGV_COMMAND_MAX_BYTES = 64 * 1024
+# The shell reads the whole command from stdin, then runs it at top level with stdin
+# from /dev/null (what a command run through `-c` gets); `eval` is a builtin, so no
+# argument carries the command. Needs a POSIX shell (bash, sh, dash, zsh).
+STDIN_COMMAND_LOADER = 'eval "$(cat)" </dev/null'
+
+
 class RunRequest(BaseModel):
     """`POST /run`: `cmd` through `shell -c`, at most `max_bytes` of output back.
 
@@ -167,6 +177,13 @@ class RunRequest(BaseModel):
     cwd: str | None = Field(default=None, description="orsbox: the working directory")
     env: dict[str, str] | None = Field(default=None, description="orsbox: added variables")
     user: str | None = Field(default=None, description="orsbox: run as this user or uid")
+
+    def command(self) -> tuple[list[str], bytes | None]:
+        """The argv and stdin that run `cmd` in `shell`, whatever its size."""
+        data = self.cmd.encode("utf-8", errors="surrogateescape")
+        if len(data) <= ARGV_COMMAND_MAX_BYTES:
+            return [self.shell, "-c", self.cmd], None
+        return [self.shell, "-c", STDIN_COMMAND_LOADER], data
 
 
 def truthy(value: Any) -> bool:
