@@ -60,7 +60,16 @@ class Settings(BaseSettings):
     capacity_retry_after_s: int = Field(default=5, ge=0)
 
     # -- what environments may ask of the sandbox (operator policy) ----------------------
-    allow_network: bool = Field(default=False, description="let environments enable networking")
+    allow_network: bool = Field(
+        default=False,
+        description="let environments reach the internet (not the host or its private "
+        "networks: the egress guard, docs/network.md)",
+    )
+    allow_network_allowlist: bool = Field(
+        default=False,
+        description="let environments reach the hosts of an allow-list through an egress "
+        "proxy (implied by allow_network)",
+    )
     allow_host_network: bool = Field(
         default=False, description="let environments share the host's network stack"
     )

@@ -24,6 +24,13 @@ if ! command -v docker-registry >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null
 fi
+# Allow-listed networks' egress proxy (orsbox.sandbox.docker.proxy, docs/network.md):
+# squid from Debian, run by orsbox per sandbox; the package's own service is not wanted.
+if ! command -v squid >/dev/null 2>&1 && [ ! -x /usr/sbin/squid ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends squid iptables >/dev/null
+    (systemctl disable --now squid || service squid stop) >/dev/null 2>&1 || true
+fi
 bash scripts/build-images.sh
 # The deployment (tests/deploy, README "Running the server in Docker"): the server and
 # router images, built without network inside the build, and Debian's docker-compose

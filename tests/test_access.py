@@ -143,6 +143,10 @@ def test_policy_refuses_host_network_and_privileged_mode_unless_allowed() -> Non
     assert "the host's network" in (refusal(host) or "")
     assert "ORSBOX_ALLOW_HOST_NETWORK=1" in (refusal(host, Settings(allow_network=True)) or "")
     assert refusal(host, Settings(allow_host_network=True)) is None
+    listed = SandboxLimits(network="allowlist", allowed_hosts=("pypi.org",))
+    assert "ORSBOX_ALLOW_NETWORK_ALLOWLIST=1" in (refusal(listed) or "")
+    assert refusal(listed, Settings(allow_network_allowlist=True)) is None
+    assert refusal(listed, Settings(allow_network=True)) is None  # narrower than the internet
     privileged = SandboxLimits(privileged=True)
     assert "'asking' asks for privileged mode" in (refusal(privileged) or "")
     assert refusal(privileged, Settings(allow_privileged=True)) is None

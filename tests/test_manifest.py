@@ -95,7 +95,7 @@ def test_unknown_tool(tmp: Path) -> None:
 def test_unknown_fields_name_what_is_allowed(tmp: Path) -> None:
     message = error(tmp, GOOD.replace('memory = "256m"', 'memroy = "256m"'))
     assert (
-        "limits.memroy: unknown field; allowed here: cap_add, cpus, disk, max_timeout_s" in message
+        "limits.memroy: unknown field; allowed here: allowed_hosts, cap_add, cpus, disk" in message
     )
     message = error(tmp, GOOD.replace('name = "demo"', 'name = "demo"\nimage_name = "x"'))
     assert "image_name: unknown field; allowed here: build, description, env, grader" in message
@@ -198,6 +198,18 @@ def test_mounts_privileges_and_network(tmp: Path) -> None:
     (mount,) = limits.mounts
     assert mount.source == str((tmp / "data").resolve()) and mount.target == "/data"
     assert mount.read_only
+
+
+def test_an_allow_listed_network(tmp: Path) -> None:
+    allow = 'timeout_s = 5\nnetwork = "allowlist"\nallowed_hosts = ["pypi.org", "*.debian.org"]'
+    env = manifest_environment(make(tmp, GOOD.replace("timeout_s = 5", allow)))
+    assert env.limits.network == "allowlist"
+    assert env.limits.allowed_hosts == ("pypi.org", "*.debian.org")
+    message = error(tmp, GOOD.replace("timeout_s = 5", 'allowed_hosts = ["pypi.org"]'))
+    assert 'allowed_hosts needs network = "allowlist"' in message, message
+    bad = 'network = "allowlist"\nallowed_hosts = ["https://pypi.org/simple"]'
+    message = error(tmp, GOOD.replace("timeout_s = 5", bad))
+    assert "is not a host name" in message, message
 
 
 def test_a_mount_source_must_exist_and_its_target_be_absolute(tmp: Path) -> None:

@@ -65,27 +65,60 @@ def test_unset_optional_fields_are_fine() -> None:
 
 
 @pytest.mark.parametrize(
-    ("fields", "wants"),
+    ("fields", "network", "hosts"),
     [
-        ({}, False),  # absent block_network: no network
-        ({"block_network": False}, True),
-        ({"block_network": False, "network": {"rules": [], "presets": []}}, False),
+        ({}, False, ()),  # absent block_network: no network
+        ({"block_network": False}, True, ()),
+        ({"block_network": False, "network": {"rules": [], "presets": []}}, False, ()),
         (
             {"block_network": False, "network": {"rules": [{"action": "deny", "host": "a.b"}]}},
             False,
+            (),
         ),
         (
             {"block_network": False, "network": {"rules": [{"action": "allow", "host": "a.b"}]}},
-            True,
+            "allowlist",
+            ("a.b",),
         ),
-        ({"block_network": False, "network": {"presets": ["pypi"]}}, True),
-        ({"block_network": False, "network": {"enforce": False}}, True),
+        (
+            {
+                "block_network": False,
+                "network": {
+                    "rules": [
+                        {"action": "deny", "host": "files.pythonhosted.org"},
+                        {"action": "allow", "host": "*.Example.org"},
+                    ],
+                    "presets": ["pypi"],
+                },
+            },
+            "allowlist",
+            ("*.example.org", "pypi.org"),  # a deny first wins over the preset's allow
+        ),
+        ({"block_network": False, "network": {"enforce": False}}, True, ()),  # audit mode
     ],
 )
-def test_network_is_all_or_nothing(fields: dict[str, Any], wants: bool) -> None:
+def test_network_policy_becomes_an_allow_list(
+    fields: dict[str, Any], network: bool | str, hosts: tuple[str, ...]
+) -> None:
     request = SandboxRequest.model_validate({"image": "orsbox/base", **fields})
-    assert request.wants_network is wants
-    assert request.spec("orsbox/base", "sbx-1", {}).limits.network is wants
+    assert request.network_setting() == (network, hosts)
+    limits = request.spec("orsbox/base", "sbx-1", {}).limits
+    assert (limits.network, limits.allowed_hosts) == (network, hosts)
+
+
+@pytest.mark.parametrize(
+    ("policy", "error"),
+    [
+        ({"rules": [{"action": "allow", "host": "a.b", "path": "/x/*"}]}, "path or methods"),
+        ({"rules": [{"action": "allow", "host": "a.b", "methods": ["GET"]}]}, "path or methods"),
+        ({"presets": ["cpan"]}, "unknown preset 'cpan'"),
+        ({"rules": [{"action": "allow", "host": "a.b:443"}]}, "not a host name"),
+    ],
+)
+def test_what_a_host_allow_list_cannot_honour_is_a_400(policy: dict[str, Any], error: str) -> None:
+    request = SandboxRequest.model_validate({"image": "orsbox/base", "network": policy})
+    with pytest.raises(BadRequest, match=error):
+        request.network_setting()
 
 
 # -- policy ---------------------------------------------------------------------------
@@ -124,6 +157,12 @@ def test_network_needs_the_operator() -> None:
     with pytest.raises(Forbidden, match="ORSBOX_ALLOW_NETWORK=1"):
         check_sandbox_network(True, Settings())
     check_sandbox_network(True, Settings(allow_network=True))
+    with pytest.raises(Forbidden, match="ORSBOX_ALLOW_NETWORK_ALLOWLIST=1"):
+        check_sandbox_network("allowlist", Settings())
+    with pytest.raises(Forbidden, match="ORSBOX_ALLOW_NETWORK=1"):
+        check_sandbox_network(True, Settings(allow_network_allowlist=True))
+    check_sandbox_network("allowlist", Settings(allow_network_allowlist=True))
+    check_sandbox_network("allowlist", Settings(allow_network=True))  # narrower than the internet
 
 
 def test_the_api_needs_a_token() -> None:

@@ -3,8 +3,9 @@
     name, description, image, prompt, tools, workdir, env    the environment
     [build]      how to make `image` from a Dockerfile when it is missing
     [[splits]]   name, type, tasks (a JSONL or Parquet file)
-    [limits]     per-call timeout and output cap; memory, cpus, pids, disk; network,
-                 privileged, cap_add, mounts (what widens these is operator policy)
+    [limits]     per-call timeout and output cap; memory, cpus, pids, disk; network
+                 (and allowed_hosts for network = "allowlist"), privileged, cap_add,
+                 mounts (what widens these is operator policy)
     [setup]      host folders copied in, and a command run, before the first call;
                  `cache = true` saves each task's state after setup for later episodes
     [grader]     the command that sets the reward when the agent calls `submit`
@@ -35,7 +36,13 @@ from pydantic import (
 from orsbox.authoring.container import BASE_IMAGE
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.errors import ManifestError
-from orsbox.sandbox.base import EXEC_TIMEOUT_S, OUTPUT_CAP_BYTES, HostMount, SandboxLimits
+from orsbox.sandbox.base import (
+    EXEC_TIMEOUT_S,
+    OUTPUT_CAP_BYTES,
+    HostMount,
+    SandboxLimits,
+    check_allowlist,
+)
 
 MANIFEST_NAME = "orsbox.toml"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"  # also a docker repository name component
@@ -98,8 +105,14 @@ class LimitsConfig(_Strict):
     )
     cpus: float = Field(default=1.0, gt=0)
     pids: int = Field(default=512, gt=8)
-    network: bool | Literal["host"] = Field(
-        default=False, description='true: a network with outbound access; "host": the host\'s'
+    network: bool | Literal["host", "allowlist"] = Field(
+        default=False,
+        description='true: the internet (not the host or its private networks); "allowlist": '
+        'only allowed_hosts, through an egress proxy; "host": the host\'s network',
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description='with network = "allowlist": host names, "*.domain" or addresses',
     )
     privileged: bool = False
     cap_add: list[str] = Field(default_factory=list, description="capabilities added back")
@@ -125,6 +138,11 @@ class LimitsConfig(_Strict):
     def _disk(cls, value: int | str | None) -> int | None:
         return None if value is None else parse_size(value)
 
+    @model_validator(mode="after")
+    def _allowlist(self) -> LimitsConfig:
+        check_allowlist(self.network, self.allowed_hosts)
+        return self
+
     def sandbox_limits(self, folder: Path) -> SandboxLimits:
         """The limits, with mount sources made absolute from the manifest's `folder`."""
         return SandboxLimits(
@@ -132,6 +150,7 @@ class LimitsConfig(_Strict):
             cpus=self.cpus,
             pids=self.pids,
             network=self.network,
+            allowed_hosts=tuple(self.allowed_hosts),
             privileged=self.privileged,
             cap_add=tuple(self.cap_add),
             mounts=tuple(m.host_mount(folder) for m in self.mounts),

@@ -3,7 +3,9 @@
 Three groups of checks, each answer with a fix: the Docker engine answers; the images
 the bundled environments need exist; and the engine enforces the limits orsbox sets
 (memory, pids, cpus, no network, an init process), proven by a tiny real container
-reading its own cgroup, not by trusting `docker info`.
+reading its own cgroup, not by trusting `docker info`. Then the network checks
+(`doctor_network.py`): the egress guard's rules, put in place and read back, and squid
+for allow-listed networks.
 """
 
 from __future__ import annotations
@@ -251,15 +253,20 @@ def doctor() -> None:
 
     The Docker engine answers, the images exist, memory, pids, cpu and network
     limits are enforced (a tiny container reads its own cgroup), and each runtime the
-    engine offers starts and shows whether it isolates the kernel (runsc: gVisor's). Prints a fix for
-    each failure; exit code 1 when anything failed."""
+    engine offers starts and shows whether it isolates the kernel (runsc: gVisor's). The
+    egress guard's rules can be put in place (and what they block), and squid is there
+    for allow-lists. Prints a fix for each failure; exit code 1 when anything failed."""
     engine, client = engine_check()
     checks = [engine]
     report(engine)
-    if client is not None:
-        for check in [*image_checks(client), *limit_checks(client), *runtime_checks(client)]:
-            report(check)
-            checks.append(check)
+    from orsbox.cli.doctor_network import network_checks
+
+    found = (
+        [*image_checks(client), *limit_checks(client), *runtime_checks(client)] if client else []
+    )
+    for check in [*found, *network_checks()]:
+        report(check)
+        checks.append(check)
     failed = [c for c in checks if not c.ok]
     out.print(
         f"\n{len(checks) - len(failed)} ok, {len(failed)} failed" if failed else "\nAll good."

@@ -3,6 +3,8 @@ cache within its bounds.
 
 * sandbox containers of dead servers (and, with --all, of every server);
 * fork images of dead servers (`orsbox.server.forks`);
+* the egress guard's iptables rules of dead servers (`orsbox.sandbox.docker.egress`),
+  and the networks they created that no container is on;
 * prepared-state entries (`orsbox.sandbox.prepared`): listed, then the least recently
   used removed past `ORSBOX_PREPARED_CACHE_MAX_ENTRIES` / `_MAX_BYTES` (the bounds a
   server applies), or all of them (of one environment with --environment) with
@@ -58,6 +60,7 @@ def gc(
         backend = cli_backend()
         try:
             await _containers(backend, all_containers)
+            await _egress_rules(backend, all_containers)
             if backend.snapshots is not None:
                 await _images(backend.snapshots, prepared, environment)
         finally:
@@ -81,6 +84,27 @@ async def _containers(backend: SandboxBackend, everything: bool) -> None:
     kept = len(sandboxes) - len(doomed)
     note = f"; kept {kept} of live or remote servers (--all removes them)" if kept else ""
     out.print(f"{removed} container(s) removed{note}.")
+
+
+async def _egress_rules(backend: SandboxBackend, everything: bool) -> None:
+    """The egress guard's rules of dead servers (`orsbox.sandbox.docker.egress`), and
+    the networks they made that nothing is on any more (`guarded.sweep_networks`)."""
+    from orsbox.sandbox.docker.egress import remove_stale
+    from orsbox.sandbox.docker.proxy import sweep_proxies
+
+    out.print(f"{sweep_proxies()} egress proxy(ies) of dead servers stopped.")
+    try:
+        removed = remove_stale(everything)
+    except SandboxError as e:
+        out.print(f"egress guard rules not looked at: {e}")
+        return
+    out.print(f"{len(removed)} egress guard rule(s) of dead servers removed.")
+    engine = getattr(backend, "engine", None)
+    if engine is not None:
+        from orsbox.sandbox.docker.guarded import sweep_networks
+
+        networks = await sweep_networks(engine)
+        out.print(f"{networks} network(s) of dead servers removed.")
 
 
 async def _images(store: SnapshotStore, everything: bool, environment: str | None) -> None:

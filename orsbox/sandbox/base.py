@@ -17,12 +17,15 @@ Exceptions mean the sandbox itself failed (`SandboxGone` when it died under us).
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+import contextlib
+import ipaddress
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orsbox.errors import SandboxError
 
@@ -87,10 +90,17 @@ class SandboxLimits(BaseModel):
     memory_bytes: int = Field(default=1024**3, gt=0, description="hard memory limit (no swap)")
     cpus: float = Field(default=1.0, gt=0)
     pids: int = Field(default=512, gt=8, description="max processes/threads")
-    network: bool | Literal["host"] = Field(
+    network: bool | Literal["host", "allowlist"] = Field(
         default=False,
-        description="False: only a loopback interface; True: a network of its own, with "
-        'outbound access; "host": the host\'s network stack',
+        description="False: only a loopback interface; True: outbound access to the "
+        "internet, not to the host, its private networks or other sandboxes (the egress "
+        'guard, docs/network.md); "allowlist": only `allowed_hosts`, through an egress '
+        'proxy; "host": the host\'s network stack',
+    )
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(),
+        description='with network="allowlist": the host names (or addresses) the '
+        'sandbox may reach through the proxy; "*.example.org" allows its subdomains',
     )
     disk_bytes: int | None = Field(
         default=None,
@@ -124,6 +134,36 @@ class SandboxLimits(BaseModel):
         "e.g. runsc (gVisor); None: the backend's configured one. Outside that, the "
         "operator must allow it (DockerConfig.allow_runtimes)",
     )
+
+    @model_validator(mode="after")
+    def _hosts_only_for_allowlist(self) -> SandboxLimits:
+        check_allowlist(self.network, self.allowed_hosts)
+        return self
+
+
+def check_allowlist(network: object, allowed_hosts: Sequence[str]) -> None:
+    """ValueError unless `allowed_hosts` come with an allow-listed network and are hosts."""
+    if allowed_hosts and network != "allowlist":
+        raise ValueError('allowed_hosts needs network = "allowlist"')
+    for host in allowed_hosts:
+        check_allowed_host(host)
+
+
+HOST_NAME = re.compile(r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?")
+
+
+def check_allowed_host(host: str) -> str:
+    """A host name, "*." and a domain, or an IP address; ValueError otherwise (a URL, a
+    port or a path is not a host)."""
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(host)
+        return host
+    if not HOST_NAME.fullmatch(host):
+        raise ValueError(
+            f"allowed host {host!r} is not a host name, '*.domain' or an address "
+            "(no scheme, port or path)"
+        )
+    return host
 
 
 class SandboxSpec(BaseModel):
@@ -236,10 +276,14 @@ class Sandbox(abc.ABC):
     async def close(self) -> None:
         """Stop and remove the sandbox. Idempotent; never raises for an already-gone one."""
 
-    async def set_network(self, enabled: bool) -> None:
-        """Give the running sandbox a network of its own with outbound access, or take
-        it away (connections open under the old setting are cut). Backends that cannot
-        change it at run time raise `SandboxError`."""
+    async def set_network(
+        self, network: bool | Literal["allowlist"], allowed_hosts: Sequence[str] = ()
+    ) -> None:
+        """Switch the running sandbox's network, as `SandboxLimits.network` means it:
+        False takes it away, True gives guarded outbound access, "allowlist" only
+        `allowed_hosts` through an egress proxy (its processes get `http_proxy` and
+        `https_proxy`). Connections open under the old setting are cut. Backends that
+        cannot change it at run time raise `SandboxError`."""
         raise SandboxError(f"{type(self).__name__} cannot change its network while running")
 
     async def usage(self) -> ResourceUsage | None:
@@ -276,6 +320,11 @@ class SandboxBackend(abc.ABC):
         """CPU seconds and peak memory of one listed, running sandbox, whoever started
         it (`orsbox ps`); None where the backend cannot tell."""
         return None
+
+    async def prepare_network(self) -> None:
+        """Put in place what sandboxes with a network need (Docker: the guarded network
+        and its egress rules, docs/network.md), so a server that allows the network has
+        its guard from the start. Raises `SandboxError` saying why it cannot."""
 
     async def remove(self, sandbox_id: str) -> None:
         """Remove one listed sandbox, whoever started it (`orsbox gc`). Raises
@@ -327,6 +376,9 @@ class BackendWrapper(SandboxBackend):
 
     async def remove(self, sandbox_id: str) -> None:
         await self.backend.remove(sandbox_id)
+
+    async def prepare_network(self) -> None:
+        await self.backend.prepare_network()
 
     async def close(self) -> None:
         await self.backend.close()

@@ -79,6 +79,24 @@ class DockerConfig(_Config):
         description="limits for sandboxes whose environment sets none of its own, e.g. "
         '{"memory_bytes": 2147483648, "cpus": 2}',
     )
+    egress_allow: list[str] = Field(
+        default_factory=lambda: _env_list("ORSBOX_EGRESS_ALLOW"),
+        description="CIDRs a networked sandbox may reach although they are private, "
+        "link-local or the host's own (docs/network.md), e.g. an internal package mirror; "
+        "default: ORSBOX_EGRESS_ALLOW, comma-separated",
+    )
+    egress_proxy_hosts_file: str | None = Field(
+        default=None,
+        description="a hosts file the allow-list proxy (squid's hosts_file) resolves names "
+        "with before DNS; default: /etc/hosts",
+    )
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        from orsbox.sandbox.docker.egress import parse_cidrs
+
+        return parse_cidrs(values)
 
     @field_validator("image_map")
     @classmethod
@@ -147,6 +165,10 @@ def engine_address(config: DockerConfig) -> str:
             )
         return address
     raise SandboxError(f"engine {address}: unknown scheme {parts.scheme!r}")
+
+
+def _env_list(name: str) -> list[str]:
+    return [part for part in os.environ.get(name, "").split(",") if part.strip()]
 
 
 def _loopback(host: str) -> bool:

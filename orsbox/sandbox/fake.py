@@ -26,9 +26,9 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -130,6 +130,16 @@ class FakeSandbox(Sandbox):
         self._closed = False
         self._gone: str | None = None
         self._on_closed = on_closed
+        self.network: tuple[bool | str, tuple[str, ...]] = (
+            spec.limits.network,
+            spec.limits.allowed_hosts,
+        )  # recorded, not enforced: what a test can check the caller asked for
+
+    async def set_network(
+        self, network: bool | Literal["allowlist"], allowed_hosts: Sequence[str] = ()
+    ) -> None:
+        self._check()
+        self.network = (network, tuple(allowed_hosts))
 
     def __repr__(self) -> str:
         return f"<FakeSandbox {self.id} {'alive' if self.alive else 'gone'}>"

@@ -26,6 +26,7 @@ from orsbox import __version__
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.setup_cache import CONTEXT_CACHE
+from orsbox.errors import SandboxError
 from orsbox.observe.metered_backend import MeteredBackend
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
@@ -90,6 +91,8 @@ def create_app(
         observer.start()
         if sandbox_backend is not None:
             await _sweep(sandbox_backend)
+            if settings.allow_network:  # the egress guard is in place before any session
+                await _prepare_network(sandbox_backend)
             _prewarm(sandbox_backend, environments)
         reapers = [asyncio.create_task(manager.reap_forever())]
         if sandbox_api is not None:
@@ -138,6 +141,15 @@ def create_app(
             TokenMiddleware, token=tokens[0], more=tuple(tokens[1:]), open_paths=open_paths
         )
     return app
+
+
+async def _prepare_network(backend: SandboxBackend) -> None:
+    """Put the egress guard in place; a host where it cannot be (no root, no iptables)
+    still serves, and refuses each sandbox that asks for a network, saying why."""
+    try:
+        await backend.prepare_network()
+    except SandboxError as e:
+        log.error("the egress guard is not in place, networked sandboxes are refused: %s", e)
 
 
 def _default_backend(

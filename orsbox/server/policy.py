@@ -66,6 +66,8 @@ def refusals(limits: SandboxLimits, settings: Settings) -> Iterator[tuple[str, s
         yield "the host's network", "ORSBOX_ALLOW_HOST_NETWORK=1"
     elif limits.network is True and not settings.allow_network:
         yield "a network", "ORSBOX_ALLOW_NETWORK=1"
+    elif limits.network == "allowlist" and not allows_allowlist(settings):
+        yield "an allow-listed network", "ORSBOX_ALLOW_NETWORK_ALLOWLIST=1"
     if limits.privileged and not settings.allow_privileged:
         yield "privileged mode", "ORSBOX_ALLOW_PRIVILEGED=1"
     refused = sorted(set(limits.cap_add) - set(settings.allow_cap_add))
@@ -154,11 +156,22 @@ def image_mapping(asked: str, image: str) -> str:
     return f"image {asked!r} (mapped to {image!r} by the image map)"
 
 
-def check_sandbox_network(wants_network: bool, settings: Settings) -> None:
-    """403 for outbound access (what any policy beyond "none" gets) unless allowed."""
-    if wants_network and not settings.allow_network:
+def allows_allowlist(settings: Settings) -> bool:
+    """An allow-list is narrower than the internet: either setting allows it."""
+    return settings.allow_network_allowlist or settings.allow_network
+
+
+def check_sandbox_network(network: bool | str, settings: Settings) -> None:
+    """403 for outbound access (a policy with no allow rule, or not enforced) or an
+    allow-list (a policy with allow rules) unless the operator allows it."""
+    if network is True and not settings.allow_network:
         raise Forbidden(
             "a sandbox with network access (block_network=false, or a network policy "
-            "that allows anything) is not allowed; allow with ORSBOX_ALLOW_NETWORK=1, "
+            "that is not enforced) is not allowed; allow with ORSBOX_ALLOW_NETWORK=1, "
             "or ask for block_network=true"
+        )
+    if network == "allowlist" and not allows_allowlist(settings):
+        raise Forbidden(
+            "a sandbox with an allow-listed network (a network policy with allow rules) "
+            "is not allowed; allow with ORSBOX_ALLOW_NETWORK_ALLOWLIST=1"
         )

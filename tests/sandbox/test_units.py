@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 import subprocess
 
+import pytest
+
 from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.agent.channel import FrameReader, encode_frame
 from orsbox.sandbox.agent.loader import agent_argv
@@ -122,4 +124,7 @@ def test_what_only_an_operator_allows_reaches_the_container_options() -> None:
     assert (bind["Source"], bind["Target"], bind["Type"]) == ("/srv/data", "/data", "bind")
     assert bind["ReadOnly"] is True
     bridged = SandboxSpec(image="img", limits=SandboxLimits(network=True))
-    assert "network_mode" not in container_options(bridged, "n", {}, {})
+    guarded = container_options(bridged, "n", {}, {}, network="orsbox-guarded")
+    assert guarded["network_mode"] == "orsbox-guarded"  # never Docker's default bridge
+    with pytest.raises(ValueError, match="needs its network"):
+        container_options(bridged, "n", {}, {})

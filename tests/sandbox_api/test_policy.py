@@ -62,7 +62,7 @@ def test_network_needs_the_operator(api_server: LiveServer, base_image: str) -> 
         create_body(base_image, block_network=False, network=policy),
         TOKEN_A,
     )
-    assert status == 403 and "ORSBOX_ALLOW_NETWORK=1" in body
+    assert status == 403 and "ORSBOX_ALLOW_NETWORK_ALLOWLIST=1" in body  # its own setting
 
 
 @pytest.mark.parametrize(

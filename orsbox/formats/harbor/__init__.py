@@ -61,15 +61,15 @@ def load(path: Path, options: FormatOptions) -> list[type[Environment]]:
     task folder; for a dataset, logged, and the other tasks are served (none left:
     raised)."""
     from orsbox.formats.harbor.environment import dataset_environment
+    from orsbox.formats.harbor.phases import NetworkAllowed
     from orsbox.formats.harbor.task import read_task
-    from orsbox.settings import Settings
 
-    allow_network = Settings().allow_network
+    allowed = NetworkAllowed.from_settings()
     folders = task_folders(path)
     tasks, refused = [], {}
     for folder in folders:
         try:
-            tasks.append(read_task(folder, options, allow_network))
+            tasks.append(read_task(folder, options, allowed))
         except ManifestError as e:
             if len(folders) == 1:
                 raise

@@ -29,7 +29,8 @@ from orsbox.authoring.grader import Grade
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
 from orsbox.errors import ImageNotFound, ManifestError, SandboxGone, SetupFailed
-from orsbox.formats.harbor.task import HarborTask
+from orsbox.formats.harbor.phases import widest
+from orsbox.formats.harbor.task import HarborTask, phase_set
 from orsbox.formats.harbor.verifier import verify
 from orsbox.formats.options import FormatOptions
 from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
@@ -175,8 +176,9 @@ def dataset_environment(
         "refused": dict(refused),
         "broken_images": {},
         "image": tasks[0].image.tag,
-        # The class's limits are what the server's policy checks: the widest any task asks.
-        "limits": SandboxLimits(network=any(t.limits.network for t in tasks)),
+        # The class's limits are what the server's policy checks: the widest any task's
+        # phases ask (each task's were checked against the same settings at load).
+        "limits": SandboxLimits(network=widest([n for t in tasks for n in phase_set(t)])),
     }
     if options.call_timeout_s:
         namespace["exec_timeout_s"] = options.call_timeout_s

@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from orsbox.formats.harbor.task_config import NetworkMode, TaskConfig, TB1Task
+from orsbox.sandbox.base import check_allowed_host
 
-NO_PHASE_NETWORK = (
-    "an orsbox sandbox has one network setting for the whole episode; it cannot switch "
-    "networks between the agent and the verifier"
-)
+HOSTS_WITHOUT_ALLOWLIST = 'allowed_hosts applies only to network_mode = "allowlist"'
 
 
 def task_toml_refusals(config: TaskConfig) -> Iterator[tuple[str, str]]:
@@ -36,8 +34,6 @@ def task_toml_refusals(config: TaskConfig) -> Iterator[tuple[str, str]]:
         yield "environment.skills_dir", "orsbox has no agent skills directory to fill"
     if env.healthcheck is not None:
         yield "environment.healthcheck", "orsbox does not run readiness checks before setup"
-    if env.network_mode is NetworkMode.ALLOWLIST or env.allowed_hosts:
-        yield "environment.network_mode", "orsbox cannot limit egress to an allowlist of hosts"
     yield from _phase_refusals(config)
     if config.steps:
         yield "steps", "multi-step tasks are not supported (one episode, one verifier run)"
@@ -46,13 +42,23 @@ def task_toml_refusals(config: TaskConfig) -> Iterator[tuple[str, str]]:
 
 
 def _phase_refusals(config: TaskConfig) -> Iterator[tuple[str, str]]:
-    env_mode = config.environment.network_mode
-    for phase in ("agent", "verifier"):
-        section = getattr(config, phase)
-        if section.network_mode is not None and section.network_mode != env_mode:
-            yield f"{phase}.network_mode", NO_PHASE_NETWORK
-        if section.allowed_hosts:
-            yield f"{phase}.allowed_hosts", "orsbox cannot limit egress to an allowlist"
+    """Network settings are honoured per phase (`phases.py`); refused are hosts that
+    are not hosts, and hosts where no phase has an allow-list to use them."""
+    env = config.environment
+    listing = {
+        phase: (getattr(config, phase).network_mode or env.network_mode) is NetworkMode.ALLOWLIST
+        for phase in ("agent", "verifier")
+    }
+    listing["environment"] = any(listing.values())
+    for name in ("environment", "agent", "verifier"):
+        hosts = getattr(config, name).allowed_hosts or []
+        if hosts and not listing[name]:
+            yield f"{name}.allowed_hosts", HOSTS_WITHOUT_ALLOWLIST
+        for host in hosts:
+            try:
+                check_allowed_host(host)
+            except ValueError as e:
+                yield f"{name}.allowed_hosts", str(e)
     verifier = config.verifier
     if verifier.environment_mode == "separate" or verifier.environment is not None:
         yield (

@@ -23,11 +23,8 @@ from typing import Literal
 from orsbox.errors import ManifestError
 from orsbox.formats.harbor.honoured import task_toml_refusals, tb1_refusals
 from orsbox.formats.harbor.images import TaskImage, task_image
-from orsbox.formats.harbor.task_config import (
-    NetworkMode,
-    read_task_toml,
-    read_task_yaml,
-)
+from orsbox.formats.harbor.phases import NetworkAllowed, PhaseNetwork, phase_networks, refusals
+from orsbox.formats.harbor.task_config import read_task_toml, read_task_yaml
 from orsbox.formats.options import FormatOptions
 from orsbox.sandbox.base import SandboxLimits
 
@@ -69,35 +66,37 @@ class HarborTask:
     verifier: Verifier
     solution: Path | None
     solution_env: dict[str, str] = field(default_factory=dict)
+    verifier_network: PhaseNetwork | None = None  # None: the agent phase's (`phases.py`)
 
     def spec(self) -> dict[str, str]:
         """The task spec a client sees: enough to find the task by name."""
         return {"name": self.name, "format": self.kind}
 
 
-def read_task(folder: Path, options: FormatOptions, allow_network: bool) -> HarborTask:
+def phase_set(task: HarborTask) -> list[PhaseNetwork]:
+    """The networks `task`'s sandbox has over its episode."""
+    agent = PhaseNetwork(task.limits.network, task.limits.allowed_hosts)  # type: ignore[arg-type]
+    return [agent] if task.verifier_network is None else [agent, task.verifier_network]
+
+
+def read_task(folder: Path, options: FormatOptions, allowed: NetworkAllowed) -> HarborTask:
     try:
         if (folder / "task.toml").is_file():
-            return _harbor_task(folder, options, allow_network)
-        return _tb1_task(folder, options, allow_network)
+            return _harbor_task(folder, options, allowed)
+        return _tb1_task(folder, options, allowed.internet)
     except ManifestError as e:
         prefix = f"task {folder.name}: "
         raise ManifestError(str(e) if str(e).startswith(prefix) else prefix + str(e)) from None
 
 
 # -- Harbor ------------------------------------------------------------------------------
-def _harbor_task(folder: Path, options: FormatOptions, allow_network: bool) -> HarborTask:
+def _harbor_task(folder: Path, options: FormatOptions, allowed: NetworkAllowed) -> HarborTask:
     name = folder.name
     config = read_task_toml(folder / "task.toml")
-    for field_name, reason in task_toml_refusals(config):
+    phases = phase_networks(config)
+    for field_name, reason in (*task_toml_refusals(config), *refusals(config, phases, allowed)):
         raise ManifestError(f"task {name}: {folder / 'task.toml'}: {field_name}: {reason}")
-    network = config.environment.network_mode is NetworkMode.PUBLIC
-    if network and not allow_network:
-        raise ManifestError(
-            f"task {name}: {folder / 'task.toml'}: environment.network_mode: the task wants "
-            f"the network (Harbor's default is 'public'); this server does not allow it "
-            f'(allow with {NETWORK_SETTING}, or set network_mode = "no-network")'
-        )
+    agent_network, verifier_network = phases["agent"], phases["verifier"]
     tests = folder / "tests"
     _require(name, folder / "instruction.md", "the prompt")
     _require(name, tests / "test.sh", "the verifier's script")
@@ -120,7 +119,7 @@ def _harbor_task(folder: Path, options: FormatOptions, allow_network: bool) -> H
         kind="harbor",
         instruction=_read(name, folder / "instruction.md"),
         image=image,
-        limits=_limits(env.cpus, env.memory_mb, env.storage_mb, network, options),
+        limits=_limits(env.cpus, env.memory_mb, env.storage_mb, agent_network, options),
         agent_user=agent_user,
         workdir=env.workdir,
         env=resolve_env(name, "environment.env", env.env),
@@ -136,6 +135,7 @@ def _harbor_task(folder: Path, options: FormatOptions, allow_network: bool) -> H
         ),
         solution=_optional(folder / "solution" / "solve.sh"),
         solution_env=resolve_env(name, "solution.env", config.solution.env),
+        verifier_network=None if verifier_network == agent_network else verifier_network,
     )
 
 
@@ -143,7 +143,7 @@ def _limits(
     cpus: float | None,
     memory_mb: int | None,
     storage_mb: int | None,
-    network: bool,
+    network: PhaseNetwork,
     options: FormatOptions,
 ) -> SandboxLimits:
     """The task's resources, in Harbor's execution profile: Docker's default capabilities
@@ -155,7 +155,8 @@ def _limits(
         memory_bytes=memory,
         writable_layer_bytes=storage_mb * MiB if storage_mb else None,
         disk_bytes=None,  # set, so an operator's default disk bound (a read-only root) stays off
-        network=network,
+        network=network.network,
+        allowed_hosts=network.allowed_hosts,
         privileges="docker-default",
     )
 
@@ -186,7 +187,7 @@ def _tb1_task(folder: Path, options: FormatOptions, allow_network: bool) -> Harb
         instruction=task.instruction,
         image=image,
         # Terminal-Bench 1 gives its client container the network and no limits.
-        limits=_limits(None, None, None, True, options),
+        limits=_limits(None, None, None, PhaseNetwork(True), options),
         agent_user=None,
         workdir=None,
         env={"TEST_DIR": "/tests"},

@@ -2,7 +2,9 @@
 with one step before it that Harbor leaves to its container teardown:
 
   0. every process the agent started is killed (`Sandbox.kill_processes`), so nothing
-     left running can change files or write a reward while the tests run;
+     left running can change files or write a reward while the tests run; then the
+     sandbox gets the verifier phase's network when it differs from the agent's
+     (`phases.py`: no-network, the guarded internet, or an allow-list through a proxy);
   1. stale `/logs/verifier/reward.txt` and `reward.json` are removed (as root);
   2. `tests/` is copied to `/tests` only now (before, the agent could read the tests);
   3. `/tests/test.sh` is made executable (as root, as Harbor does) and run as
@@ -68,7 +70,10 @@ PRESENT = "+"
 async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
     """Grade the sandbox as it is now (see the module docstring)."""
     verifier = task.verifier
-    report = await reward_hacking.inspect(sandbox)
+    report = await reward_hacking.inspect(sandbox)  # kills the agent's processes first
+    if task.verifier_network is not None:  # Harbor's per-phase network (`phases.py`)
+        network = task.verifier_network
+        await sandbox.set_network(network.network, network.allowed_hosts)
     installed = await sandbox.exec(
         ["bash", "-c", INSTALL, "install", verifier.script],
         stdin=tests_archive(verifier),

@@ -41,14 +41,18 @@ from orsbox.sandbox.agent.sandbox import check
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.docker.allowlist import AllowlistNetwork
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
+from orsbox.sandbox.docker.egress import remove_stale
 from orsbox.sandbox.docker.engine import Engine, engine_product
+from orsbox.sandbox.docker.guarded import GuardedNetwork, sweep_networks
 from orsbox.sandbox.docker.images import build_hint, pull_image
 from orsbox.sandbox.docker.options import (
     address_space_bound,
     container_name,
     container_options,
 )
+from orsbox.sandbox.docker.proxy import sweep_proxies
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
@@ -98,6 +102,13 @@ class DockerBackend(SandboxBackend):
         )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
+        self.guarded = GuardedNetwork(self.engine, self.server_id, self.config.egress_allow)
+        self.allowlist = AllowlistNetwork(
+            self.engine,
+            self.server_id,
+            self.config.egress_allow,
+            self.config.egress_proxy_hosts_file,
+        )
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
         self._engine_product: str | None = None  # "Podman 4.3.1": asked once, for a runtime
         agent_payload()  # compiled now, not on the event loop at the first start
@@ -123,10 +134,12 @@ class DockerBackend(SandboxBackend):
             runtime = self.runtime_for(spec)
             if runtime is not None:
                 await self._refuse_an_ignored_runtime(runtime)
+            network = await self._network_for(spec)
             options = container_options(
-                spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime
-            )
-            container_id = await self._create(options)
+                spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime,
+                network=network,
+            )  # fmt: skip
+            container_id = await self._create_on_network(options, network)
         except ImageNotFound:
             raise ImageNotFound(
                 f"image {spec.image!r} not found; {build_hint(spec.image)}"
@@ -141,6 +154,8 @@ class DockerBackend(SandboxBackend):
                 layer_bound_bytes=spec.limits.writable_layer_bytes,
                 address_space=address_space_bound(spec.limits, runtime),
             )
+            if spec.limits.network == "allowlist":
+                await sandbox.use_proxy(spec.limits.allowed_hosts)
             if disk is not None:
                 await seed(sandbox, disk)
             return sandbox
@@ -151,6 +166,26 @@ class DockerBackend(SandboxBackend):
                 else:
                     await self._remove_quietly(container_id)
             raise
+
+    async def _network_for(self, spec: SandboxSpec) -> str | None:
+        """The network a sandbox joins at start: the guarded one for outbound access,
+        the allow-list one for a proxy (None: "none" or the host's)."""
+        if spec.limits.network is True:
+            return await self.guarded.ensure()
+        if spec.limits.network == "allowlist":
+            return await self.allowlist.ensure()
+        return None
+
+    async def _create_on_network(self, options: dict[str, Any], network: str | None) -> str:
+        """Create; when another server removed the guarded network just before (its
+        last sandbox gone, see `guarded.py`), make it again and create once more."""
+        try:
+            return await self._create(options)
+        except SandboxError as e:
+            if network is None or "not found" not in str(e) or network not in str(e):
+                raise
+            await self.guarded.ensure()
+            return await self._create(options)
 
     async def _create(self, options: dict[str, Any]) -> str:
         """Create the container; a caller cancelled meanwhile leaves nothing behind.
@@ -244,6 +279,8 @@ class DockerBackend(SandboxBackend):
             name=name,
             channel=channel,
             open_agent=functools.partial(self._open_sub_agent, container_id, name),
+            guarded=self.guarded,
+            allowlist=self.allowlist,
             on_closed=lambda s: self._sandboxes.pop(s.id, None),
         )
         self._sandboxes[container_id] = sandbox
@@ -314,10 +351,28 @@ class DockerBackend(SandboxBackend):
                 tg.start_soon(self._remove_quietly, container_id)
         if doomed:
             log.info("swept %d container(s) of dead servers", len(doomed))
+        await self._sweep_rules()
         images = await self.snapshots.sweep()
         if images:
             log.info("swept %d snapshot image(s) of dead servers", images)
         return len(doomed)
+
+    async def _sweep_rules(self) -> None:
+        """Remove the egress rules and networks of dead servers (`egress.py`,
+        `guarded.py`); a host where this process cannot list iptables rules has none of
+        its making to remove."""
+        try:
+            stale = await anyio.to_thread.run_sync(remove_stale)
+            await anyio.to_thread.run_sync(sweep_proxies)
+            networks = await sweep_networks(self.engine)
+        except SandboxError as e:
+            log.debug("egress rules not swept: %s", e)
+            return
+        if stale or networks:
+            log.info("swept %d egress rule(s), %d network(s) of dead servers", len(stale), networks)
+
+    async def prepare_network(self) -> None:
+        await self.guarded.ensure()
 
     async def usage_of(self, sandbox_id: str) -> ResourceUsage | None:
         try:
@@ -334,6 +389,8 @@ class DockerBackend(SandboxBackend):
                 tg.start_soon(self._close_quietly, sandbox)
         await asyncio.gather(*self._orphans, return_exceptions=True)
         await self.snapshots.close()
+        await self.allowlist.close()
+        await self.guarded.close()
         await anyio.to_thread.run_sync(self.engine.close)
 
     async def _close_quietly(self, sandbox: DockerSandbox) -> None:

@@ -10,7 +10,8 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
     when the agent, its child, exits; with `init=False` the agent is PID 1 itself);
   - no log driver: the agent's stdout is the channel to the server, not a log;
   - `auto_remove`: a container that exits disappears, whoever stopped it;
-  - no network unless asked (only a loopback interface), memory limit without swap,
+  - no network unless asked (only a loopback interface; when asked, the guarded
+    network of `guarded.py`, not Docker's default bridge), memory limit without swap,
     cpu and pids limits, every capability dropped, no privilege gain through setuid
     (`privileges="docker-default"` keeps Docker's default set instead, for Harbor tasks);
   - privileged mode, host networking, added capabilities and host mounts only as the
@@ -48,11 +49,17 @@ def container_name(session_id: str) -> str:
     return f"orsbox-{safe}-{secrets.token_hex(3)}"
 
 
-def network_mode(network: bool | str) -> str | None:
-    """None is docker's default bridge: a network of the sandbox's own."""
+def network_mode(network: bool | str, guarded: str | None) -> str:
+    """A sandbox with the network joins the guarded network (`guarded.py`), never
+    Docker's default bridge; one with an allow-list, the allow-list network
+    (`allowlist.py`); `guarded` is that network's name."""
     if network == "host":
         return "host"
-    return None if network else "none"
+    if network is True or network == "allowlist":
+        if guarded is None:
+            raise ValueError(f"a sandbox with network={network!r} needs its network's name")
+        return guarded
+    return "none"
 
 
 def bind_mount(mount: HostMount) -> Mount:
@@ -67,8 +74,9 @@ def container_options(
     *,
     tmpfs: dict[str, str] | None = None,
     runtime: str | None = None,
+    network: str | None = None,
 ) -> dict[str, Any]:
-    """`tmpfs` (the bounded folders of a sandbox with `disk_bytes`, see `disk.py`) makes
+    """`network`: the guarded network a sandbox with `limits.network` joins. `tmpfs` (the bounded folders of a sandbox with `disk_bytes`, see `disk.py`) makes
     the root filesystem read-only. `runtime`: the OCI runtime (None: the engine's)."""
     limits = spec.limits
     options: dict[str, Any] = {
@@ -81,7 +89,7 @@ def container_options(
         "detach": False,  # with stdin_open: StdinOnce, the dead-man's switch
         "log_config": NO_LOGS,
         "labels": labels,
-        "network_mode": network_mode(limits.network),
+        "network_mode": network_mode(limits.network, network),
         "mem_limit": limits.memory_bytes,
         "memswap_limit": limits.memory_bytes,
         "nano_cpus": int(limits.cpus * 1e9),

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import shlex
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import anyio
 
 from orsbox.errors import SandboxError, SandboxGone
 from orsbox.sandbox.agent.channel import AgentChannel, Header
 from orsbox.sandbox.agent.sandbox import AgentSandbox
+from orsbox.sandbox.base import ExecResult
+from orsbox.sandbox.docker.allowlist import AllowlistNetwork, proxy_env
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.docker.layer_bound import LayerBound
 from orsbox.sandbox.usage import ResourceUsage
 
@@ -30,6 +35,8 @@ class DockerSandbox(AgentSandbox):
         *,
         engine: Engine,
         container_id: str,
+        guarded: GuardedNetwork,
+        allowlist: AllowlistNetwork,
         layer_bound_bytes: int | None = None,
         **agent: Any,
     ) -> None:
@@ -37,6 +44,9 @@ class DockerSandbox(AgentSandbox):
         (`layer_bound.py`) after every answered call and on a period."""
         super().__init__(sandbox_id=container_id, **agent)
         self._engine = engine
+        self._guarded = guarded
+        self._allowlist = allowlist
+        self._network_env: dict[str, str] = {}  # the proxy settings of an allow-list
         self._layer: LayerBound | None = None
         if layer_bound_bytes is not None:
             self._layer = LayerBound(
@@ -69,10 +79,52 @@ class DockerSandbox(AgentSandbox):
         except SandboxError as e:  # gone already, or the engine is down: said by `reason`
             log.warning("could not stop %s: %s", self.name, e)
 
-    async def set_network(self, enabled: bool) -> None:
+    async def set_network(
+        self, network: bool | Literal["allowlist"], allowed_hosts: Sequence[str] = ()
+    ) -> None:
         if not self.alive:
             raise SandboxGone(await self._gone_message())
-        await self._engine.switch_network(self.id, "bridge" if enabled else "none")
+        await self._allowlist.close_proxy(self.id)
+        if network == "allowlist":
+            await self._engine.switch_network(self.id, await self._allowlist.ensure())
+            await self.use_proxy(allowed_hosts)
+            return
+        target = await self._guarded.ensure() if network else "none"
+        await self._engine.switch_network(self.id, target)
+        await self._set_network_env({})
+
+    async def use_proxy(self, allowed_hosts: Sequence[str]) -> None:
+        """Start this sandbox's egress proxy (it is on the allow-list network) and
+        point its processes at it."""
+        networks = (await self._engine.inspect(self.id))["NetworkSettings"]["Networks"]
+        address = networks[self._allowlist.name]["IPAddress"]
+        url = await self._allowlist.open(self.id, address, allowed_hosts)
+        await self._set_network_env(proxy_env(url))
+
+    async def _set_network_env(self, env: dict[str, str]) -> None:
+        """Every later exec gets `env` (a variable set before and not now: empty, which
+        proxy users read as unset), and the persistent shell exports it."""
+        gone = {name: "" for name in self._network_env if name not in env}
+        if not env and not gone:
+            return
+        self._network_env = {**gone, **env}
+        await self._export_network_env()
+
+    async def _export_network_env(self) -> None:
+        exports = [f"export {k}={shlex.quote(v)}" for k, v in self._network_env.items() if v]
+        unsets = [f"unset {k}" for k, v in self._network_env.items() if not v]
+        if exports or unsets:
+            await self.shell("; ".join([*unsets, *exports]) + "; true", timeout_s=30)
+
+    async def exec(
+        self, command: str | list[str], *, env: dict[str, str] | None = None, **options: Any
+    ) -> ExecResult:
+        merged = {**self._network_env, **(env or {})}
+        return await super().exec(command, env=merged or None, **options)
+
+    async def restart_shell(self) -> None:
+        await super().restart_shell()
+        await self._export_network_env()
 
     async def usage(self) -> ResourceUsage | None:
         if self._closed:
@@ -80,6 +132,7 @@ class DockerSandbox(AgentSandbox):
         return await self._engine.usage(self.id)
 
     async def _remove(self) -> None:
+        await self._allowlist.close_proxy(self.id)
         try:
             await self._engine.remove(self.id)
         finally:

@@ -70,7 +70,7 @@ def _create(
     body.check_supported()
     image = ImageMap.parse(settings.image_map).rewrite(body.image)
     check_sandbox_image(body.image, image, settings)
-    check_sandbox_network(body.wants_network, settings)
+    check_sandbox_network(body.network_setting()[0], settings)
     sid = manager.new_id()
     labels = {
         "orsbox.sandbox_api": "1",
@@ -202,12 +202,14 @@ async def set_network(
     settings: SettingsDep,
     policy: Annotated[NetworkPolicy, Body()],
 ) -> dict[str, str]:
-    """All or nothing on Docker (see `request.NetworkPolicy`); returns once in force."""
+    """The policy's hosts through an egress proxy (see `request.NetworkPolicy`);
+    returns once in force."""
     box, sandbox = await manager_of(request).running(owner(request), sid)
     if not box.has_network_policy:
         raise BadRequest("this sandbox was created without network=; it cannot be given one")
-    check_sandbox_network(policy.allows_any, settings)
-    await sandbox.set_network(policy.allows_any)
+    network, hosts = policy.setting()
+    check_sandbox_network(network, settings)
+    await sandbox.set_network(network, hosts)
     return {"status": "ok"}
 
 

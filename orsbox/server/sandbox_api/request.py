@@ -5,21 +5,25 @@
 fields orsbox cannot honour on Docker — `bucket_config`, `sidecars`, `host_aliases` and
 GPU machine sizes — which are refused with a 400 naming the field rather than ignored.
 
-Docker cannot filter egress per host, so a network policy is honoured as all or
-nothing: one that allows nothing (no allow rule, no preset, enforced) is no network;
-any other gives the sandbox open outbound access, which the operator's policy must
-allow (`orsbox.server.policy.sandbox_refusals`).
+A network policy is honoured per host: its allow rules (and the hosts of its presets,
+`PRESET_HOSTS`) become the sandbox's allow-list, served by an egress proxy
+(`orsbox.sandbox.docker.proxy`); anything else is refused with 403, as the platform
+does. One that allows nothing (no allow rule, no preset, enforced) is no network; one
+not enforced (audit mode) is the guarded internet. A rule with a `path` or `methods`
+cannot be honoured by a host-level proxy and is refused with a 400, as is a deny rule
+that is not for a whole host. The operator's policy must allow what is asked
+(`orsbox.server.policy.check_sandbox_network`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from orsbox.errors import BadRequest
-from orsbox.sandbox.base import SandboxLimits, SandboxSpec
+from orsbox.sandbox.base import SandboxLimits, SandboxSpec, check_allowed_host
 
 GB = 1024**3
 MACHINE_SIZE = re.compile(r"(\d+(?:\.\d+)?):(\d+(?:\.\d+)?)")
@@ -30,10 +34,24 @@ UNSUPPORTED = {
 }
 
 
+# The hosts each platform preset needs, as far as a host-level allow-list can say.
+PRESET_HOSTS: dict[str, tuple[str, ...]] = {
+    "pypi": ("pypi.org", "files.pythonhosted.org"),
+    "apt-ubuntu": ("archive.ubuntu.com", "security.ubuntu.com", "ports.ubuntu.com"),
+    "npm": ("registry.npmjs.org",),
+    "go-modules": ("proxy.golang.org", "sum.golang.org"),
+    "crates": ("crates.io", "index.crates.io", "static.crates.io"),
+    "rust-toolchain": ("static.rust-lang.org",),
+    "hf-cdn": ("*.hf.co", "*.huggingface.co", "cdn-lfs.huggingface.co"),
+}
+
+
 class EgressRule(BaseModel):
     model_config = ConfigDict(extra="allow")
     action: str
     host: str
+    path: str | None = None
+    methods: list[str] | None = None
 
 
 class NetworkPolicy(BaseModel):
@@ -44,10 +62,37 @@ class NetworkPolicy(BaseModel):
     presets: list[str] = Field(default_factory=list)
     enforce: bool = True
 
-    @property
-    def allows_any(self) -> bool:
-        allows = any(r.action == "allow" for r in self.rules) or bool(self.presets)
-        return allows or not self.enforce
+    def setting(self) -> tuple[bool | Literal["allowlist"], tuple[str, ...]]:
+        """(`SandboxLimits.network`, `allowed_hosts`) for this policy; 400 for what a
+        host-level allow-list cannot honour."""
+        if not self.enforce:
+            return True, ()
+        hosts: list[str] = []
+        denied: set[str] = set()
+        for rule in self.rules:
+            if rule.path is not None or rule.methods is not None:
+                raise BadRequest(
+                    f"network: the rule for {rule.host!r} has a path or methods; orsbox "
+                    "filters egress by host only"
+                )
+            if rule.action == "deny":
+                denied.add(rule.host.lower())
+            elif rule.action == "allow" and rule.host.lower() not in denied:
+                hosts.append(rule.host.lower())  # the first matching rule decides
+            elif rule.action != "allow":
+                raise BadRequest(f"network: unknown rule action {rule.action!r}")
+        for preset in self.presets:
+            if preset not in PRESET_HOSTS:
+                known = ", ".join(PRESET_HOSTS)
+                raise BadRequest(f"network: unknown preset {preset!r} (known: {known})")
+            hosts += [h for h in PRESET_HOSTS[preset] if h not in denied]
+        allowed = tuple(dict.fromkeys(hosts))
+        for host in allowed:
+            try:
+                check_allowed_host(host)
+            except ValueError as e:
+                raise BadRequest(f"network: {e}") from None
+        return ("allowlist", allowed) if allowed else (False, ())
 
 
 class SandboxRequest(BaseModel):
@@ -74,16 +119,19 @@ class SandboxRequest(BaseModel):
             raise BadRequest("network and block_network=true are mutually exclusive")
         machine_limits(self.machine_size)
 
-    @property
-    def wants_network(self) -> bool:
-        """Open outbound access: no block and no policy, or a policy that allows some."""
+    def network_setting(self) -> tuple[bool | Literal["allowlist"], tuple[str, ...]]:
+        """(`SandboxLimits.network`, `allowed_hosts`): the policy's when there is one,
+        else the guarded internet unless `block_network`."""
         if self.network is not None:
-            return self.network.allows_any
-        return not self.block_network
+            return self.network.setting()
+        return not self.block_network, ()
 
     def spec(self, image: str, sandbox_id: str, labels: dict[str, str]) -> SandboxSpec:
         cpus, memory_bytes = machine_limits(self.machine_size)
-        limits = SandboxLimits(cpus=cpus, memory_bytes=memory_bytes, network=self.wants_network)
+        network, hosts = self.network_setting()
+        limits = SandboxLimits(
+            cpus=cpus, memory_bytes=memory_bytes, network=network, allowed_hosts=hosts
+        )
         env = dict(self.env or {})
         return SandboxSpec(
             image=image, limits=limits, env=env, labels=labels, session_id=sandbox_id

@@ -11,6 +11,7 @@ from orsbox.errors import ManifestError
 from orsbox.formats import FormatOptions
 from orsbox.formats.harbor import is_harbor_path, load
 from orsbox.formats.harbor.environment import HarborEnvironment
+from orsbox.formats.harbor.phases import PhaseNetwork
 from orsbox.formats.harbor.task_config import TaskConfig, read_task_toml
 from orsbox.formats.harbor.verifier import (
     parse_pytest_summary,
@@ -142,17 +143,24 @@ def test_harbors_template_task_loads(monkeypatch: pytest.MonkeyPatch) -> None:
             "environment.mcp_servers",
             "MCP",
         ),
+        ('allowed_hosts = ["a.org"]', "", "environment.allowed_hosts", "applies only to"),
         (
-            'network_mode = "allowlist"\nallowed_hosts = ["a.org"]',
+            'network_mode = "allowlist"\nallowed_hosts = ["https://a.org/x"]',
             "",
-            "environment.network_mode",
-            "allowlist",
+            "environment.allowed_hosts",
+            "not a host name",
         ),
         ("", '[[steps]]\nname = "one"', "steps", "multi-step"),
         ("", '[verifier]\nenvironment_mode = "separate"', "verifier.environment", "separate"),
         ("", '[environment.healthcheck]\ncommand = "true"', "environment.healthcheck", "readiness"),
         ('os = "windows"', "", "environment.os", "Linux"),
-        ("", '[verifier]\nnetwork_mode = "public"', "verifier.network_mode", "one network setting"),
+        ("", '[verifier]\nnetwork_mode = "public"', "verifier.network_mode", "ALLOW_NETWORK=1"),
+        (
+            "",
+            '[verifier]\nnetwork_mode = "allowlist"\nallowed_hosts = ["a.org"]',
+            "verifier.network_mode",
+            "ORSBOX_ALLOW_NETWORK_ALLOWLIST=1",
+        ),
         ("", '[environment.tpu]\ntype = "v6e"\ntopology = "2x2"', "environment.tpu", "TPU"),
     ],
 )
@@ -167,6 +175,24 @@ def test_what_orsbox_cannot_honour_is_refused(
         dataset_class(folder)
     message = str(raised.value)
     assert "task refused" in message and field in message and reason in message
+
+
+def test_each_phase_gets_its_own_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Harbor 0.26: the environment's mode is the baseline, each phase may override it,
+    and an allow-list phase allows its hosts and the environment's."""
+    monkeypatch.setenv("ORSBOX_ALLOW_NETWORK_ALLOWLIST", "1")
+    folder = harbor_task(tmp_path / "phased", CHECK_OUT)
+    (folder / "task.toml").write_text(
+        '[environment]\nnetwork_mode = "no-network"\nallowed_hosts = ["deb.debian.org"]\n'
+        '[verifier]\nnetwork_mode = "allowlist"\nallowed_hosts = ["*.pypi.org"]\n'
+    )
+    env_cls = dataset_class(folder)
+    task = env_cls.tasks["phased"]
+    assert task.limits.network is False and task.limits.allowed_hosts == ()
+    assert task.verifier_network == PhaseNetwork("allowlist", ("*.pypi.org", "deb.debian.org"))
+    assert env_cls.limits.network == "allowlist"  # what the server's policy is asked for
+    (folder / "task.toml").write_text('[environment]\nnetwork_mode = "no-network"\n')
+    assert dataset_class(folder).tasks["phased"].verifier_network is None  # no switch
 
 
 def test_a_task_that_wants_the_network_names_the_setting(tmp_path: Path) -> None:

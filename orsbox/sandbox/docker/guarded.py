@@ -1,0 +1,134 @@
+"""The guarded network: the bridge every networked sandbox of an engine joins.
+
+Not Docker's default bridge (which passes traffic between containers and is shared with
+everything else on the engine) but a user-defined bridge orsbox creates and owns:
+`orsbox-guarded`, labelled `orsbox.network=guarded`, with inter-container traffic off
+(`com.docker.network.bridge.enable_icc=false`) and a Linux bridge named after the engine
+(`ob-<hash of the engine address>`, so private engines of one machine do not collide),
+which the egress rules (`egress.py`) match on. Docker's embedded DNS resolver serves
+user-defined networks, so names keep resolving.
+
+Several servers on one engine share the network (a test run starts many at once, and a
+bridge per server would soon exhaust Docker's address pools); each adds its own rules
+for it, so the network is guarded while any of them runs. A server that closes removes
+its rules and tries to remove the network, which Docker refuses while another server's
+sandboxes are on it; a create that finds the network gone meanwhile makes it again.
+
+The rules are installed the first time a sandbox needs the network (or when `ensure` is
+called at server start) and removed at close; a server that cannot install them (no
+iptables, no root) refuses networked sandboxes rather than start them unguarded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from orsbox.errors import SandboxError, SandboxGone
+from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.docker.egress import EgressRules, host_resolvers
+from orsbox.sandbox.docker.engine import Engine
+
+log = logging.getLogger("orsbox.sandbox.docker.guarded")
+
+NETWORK = "orsbox-guarded"
+LABEL = "orsbox.network"
+
+
+def bridge_name(engine_address: str | None) -> str:
+    """The Linux bridge of the guarded network of this engine (at most 15 characters)."""
+    digest = hashlib.sha256((engine_address or "default").encode()).hexdigest()
+    return f"ob-{digest[:10]}"
+
+
+class GuardedNetwork:
+    """One server's view of the guarded network of its engine."""
+
+    def __init__(self, engine: Engine, server_id: str, allow: Sequence[str]) -> None:
+        self.engine = engine
+        self.name = NETWORK
+        self.bridge = bridge_name(engine.address)
+        self.rules = EgressRules(server_id, self.bridge, allow, host_resolvers())
+        self._lock = anyio.Lock()
+        self._used = False  # this server made sure of the network: it may remove it
+
+    async def ensure(self) -> str:
+        """The network's name, once it exists and this server's rules are in place.
+        Raises `SandboxError` saying why when the guard cannot be put in place."""
+        async with self._lock:
+            self._used = True
+            await self.engine.run("create the guarded network", self._ensure_network)
+            if not self.rules.installed:
+                await anyio.to_thread.run_sync(self.rules.install)
+        return self.name
+
+    def _ensure_network(self) -> None:
+        api = self.engine.client.api
+        found = api.networks(names=[self.name])
+        if any(n.get("Name") == self.name for n in found):
+            return
+        try:
+            api.create_network(
+                self.name,
+                driver="bridge",
+                options={
+                    "com.docker.network.bridge.enable_icc": "false",
+                    "com.docker.network.bridge.name": self.bridge,
+                },
+                labels={LABEL: "guarded", **L.owner_labels(self.rules.server_id)},
+                check_duplicate=True,
+            )
+            log.info("created the guarded network %s (bridge %s)", self.name, self.bridge)
+        except Exception as e:  # another server created it at the same moment
+            if "already exists" not in str(e):
+                raise
+
+    async def close(self) -> None:
+        """Remove this server's rules, then the network unless others still use it
+        (a server that never needed the network leaves it alone)."""
+        if self.rules.installed:
+            await anyio.to_thread.run_sync(self.rules.remove)
+        if not self._used:
+            return
+        try:
+            await self.engine.run("remove the guarded network", self._remove_network)
+        except SandboxGone:
+            pass
+        except SandboxError as e:
+            log.debug("guarded network kept: %s", e)
+
+    def _remove_network(self) -> None:
+        remove_if_unused(self.engine, self.name)
+
+
+def remove_if_unused(engine: Engine, name: str) -> bool:
+    """Remove network `name` unless a container is on it (blocking)."""
+    api = engine.client.api
+    info: dict[str, Any] = api.inspect_network(name)
+    if info.get("Containers"):
+        return False
+    api.remove_network(name)
+    return True
+
+
+async def sweep_networks(engine: Engine) -> int:
+    """Remove orsbox's networks (guarded and allow-list) whose creating server certainly
+    died and that no container is on. A live server that still wants the shared
+    guarded network makes it again at its next sandbox (`_create_on_network`)."""
+
+    def sweep() -> int:
+        removed = 0
+        for network in engine.client.api.networks(filters={"label": LABEL}):
+            if not L.owner_is_dead(network.get("Labels") or {}):
+                continue
+            try:
+                removed += remove_if_unused(engine, network["Name"])
+            except Exception as e:  # in use meanwhile, or already gone
+                log.debug("network %s kept: %s", network["Name"], e)
+        return removed
+
+    return await engine.run("sweep orsbox networks", sweep)
