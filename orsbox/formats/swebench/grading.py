@@ -223,7 +223,9 @@ def judge(instance: Instance, log: str, timings: dict[str, float] | None = None)
     totals = expected_totals(instance)
     if instance.family == "r2e-gym":
         resolved, reason, f2p = r2e.judge(instance.expected, log)
-        return Verdict(resolved, reason, f2p, {}, tail, timings or {}, "r2e-gym", totals)
+        return Verdict(
+            resolved, reason, f2p, {}, tail, timings or {}, log_parser="r2e-gym", expected=totals
+        )
     report = harness.grade_log(harness.test_spec(instance.harness_instance()), log)
     if not report.parsed:
         reason = "the log has no test results the official rule accepts (tests did not run, "
@@ -239,8 +241,8 @@ def judge(instance: Instance, log: str, timings: dict[str, float] | None = None)
         report.pass_to_pass,
         tail,
         timings or {},
-        instance.log_parser,
-        totals,
+        log_parser=instance.log_parser,
+        expected=totals,
     )
 
 
