@@ -10,6 +10,7 @@ import pytest
 from orsbox.errors import SandboxGone
 from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
+from tests.runtimes import differs
 from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.conformance]
@@ -27,6 +28,7 @@ def bounded(image: str, bound_mib: int = 8) -> SandboxSpec:
 async def test_a_call_writing_past_the_bound_ends_the_sandbox(
     backend: DockerBackend, base_image: str
 ) -> None:
+    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
     sandbox = await backend.start(bounded(base_image))
     assert (await sandbox.shell("head -c 4M /dev/zero > /var/within; echo ok")).output == "ok\n"
     with pytest.raises(SandboxGone, match=BOUND) as raised:
@@ -41,6 +43,7 @@ async def test_a_call_writing_past_the_bound_ends_the_sandbox(
 async def test_a_background_writer_is_caught_between_calls(
     backend: DockerBackend, base_image: str
 ) -> None:
+    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
     sandbox = await backend.start(bounded(base_image))
     await sandbox.shell("(sleep 0.5; head -c 12M /dev/zero > /var/past) >/dev/null 2>&1 &")
     await wait_until_async(lambda: not sandbox.alive, timeout_s=30)  # the periodic look
@@ -51,6 +54,7 @@ async def test_a_background_writer_is_caught_between_calls(
 async def test_a_sandbox_within_its_bound_is_not_ended(
     backend: DockerBackend, base_image: str
 ) -> None:
+    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
     sandbox = await backend.start(bounded(base_image, bound_mib=64))
     for _ in range(3):
         await sandbox.shell("head -c 4M /dev/zero > /var/file-$RANDOM")
@@ -61,6 +65,7 @@ async def test_a_sandbox_within_its_bound_is_not_ended(
 async def test_docker_default_privileges_only_when_asked(
     backend: DockerBackend, base_image: str
 ) -> None:
+    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
     hardened = await backend.start(SandboxSpec(image=base_image, user="root"))
     default = await backend.start(bounded(base_image, bound_mib=64))
     status = "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status"
