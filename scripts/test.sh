@@ -82,4 +82,4 @@ stop_podman_engine() {
 }
 trap 'stop_runsc_engine; stop_podman_engine' EXIT
 export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"
-python3 -m pytest "$@"
+python3 -m pytest --durations=40 "$@"  # the slowest tests named in the log, to keep CI in budget

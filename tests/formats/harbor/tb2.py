@@ -1,7 +1,7 @@
 """Task folders shaped like Terminal-Bench 2.0's, written for the tests (no upstream files).
 
 Like a published TB2 task: `task.toml` with TB2's limits (1 CPU, 2 GB, `storage_mb`
-10 GB, 900 s timeouts), no `network_mode` (so Harbor's `public`) and a `docker_image`
+10 GB, 900 s timeouts) and a `docker_image`
 that no registry here has (built from the task's Dockerfile with `--build-missing`);
 a Dockerfile `FROM` an official Python image, which the tests map onto the local
 Debian base (`TB2_IMAGE_MAP`); a `tests/test.sh` that installs its own test runner with apt at
@@ -9,6 +9,11 @@ grading time, never stops on a failed step, runs pytest on `tests/test_outputs.p
 and writes `/logs/verifier/reward.txt` from pytest's exit code. TB2's own test.sh
 fetches uv from the internet and pytest from PyPI; here the runner comes from the
 Debian mirror (`python3-pytest`), the only outside host tests may reach.
+
+`count-lines` gives its phases the network as an operator would harden a published
+task: none for the agent, and for the verifier only the Debian mirror, through the
+allow-list's egress proxy (apt follows `http_proxy`). `sudo-task` keeps the published
+default, Harbor's `public`, in every phase.
 
 `sudo-task` runs its agent as a user with `sudo` rights, as some TB2 images do; its
 image keeps apt's package lists, so an `apt-get install` needs no `apt-get update`.
@@ -24,6 +29,9 @@ TB2_IMAGE_MAP = "python:3.13-slim-bookworm=orsbox/debian:bookworm"
 # As a TB2 task names its published image; missing here, so built with --build-missing.
 TB2_DOCKER_IMAGE = f"orsbox-test/count-lines:{RUN_ID}"
 
+# The verifier reaches the Debian mirror and nothing else (Harbor 0.26's allowlist mode).
+VERIFIER_MIRROR_ONLY = 'network_mode = "allowlist"\nallowed_hosts = ["deb.debian.org"]\n'
+
 TASK_TOML = """
 version = "1.0"
 
@@ -38,7 +46,7 @@ junior_time_estimate_min = 5.0
 
 [verifier]
 timeout_sec = 900.0
-
+{verifier}
 [agent]
 timeout_sec = 900.0
 {agent}
@@ -116,7 +124,10 @@ def tb2_dataset(root: Path) -> Path:
         root / "count-lines",
         {
             "task.toml": TASK_TOML.format(
-                agent="", docker_image=f'docker_image = "{TB2_DOCKER_IMAGE}"\n', storage_mb=10240
+                verifier=VERIFIER_MIRROR_ONLY,
+                agent='network_mode = "no-network"\n',
+                docker_image=f'docker_image = "{TB2_DOCKER_IMAGE}"\n',
+                storage_mb=10240,
             ),
             "instruction.md": "Write the number of lines of /app/words.txt into /app/count.txt.\n",
             "environment/Dockerfile": DOCKERFILE,
@@ -129,7 +140,7 @@ def tb2_dataset(root: Path) -> Path:
         root / "sudo-task",
         {
             "task.toml": TASK_TOML.format(
-                agent='user = "agent"\n', docker_image="", storage_mb=1024
+                verifier="", agent='user = "agent"\n', docker_image="", storage_mb=1024
             ),
             "instruction.md": "Install Debian's `hello` package.\n",
             "environment/Dockerfile": SUDO_DOCKERFILE,
