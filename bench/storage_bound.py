@@ -1,6 +1,6 @@
 """What a storage bound (`SandboxLimits.writable_layer_bytes`, Harbor's `storage_mb`)
 costs per call: the agent's `echo hi` round trip on a sandbox with a bound (the engine
-measures the writable layer after every call) against one without, in interleaved
+measures the writable layer after calls, off their path) against one without, in interleaved
 blocks on the same image so both see the same machine load. The layer holds a few
 thousand small files, since the engine's measure walks them."""
 

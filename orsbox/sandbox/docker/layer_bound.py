@@ -3,11 +3,19 @@
 Docker can cap a writable layer itself only with the overlay2 driver over xfs mounted
 with project quotas (`--storage-opt size=`); this machine, like most, has overlay2 over
 ext4, where the engine refuses the option. So the bound is measured instead: docker's
-`SizeRw` (the bytes the container added to its image) after every call the sandbox
-answers and every `CHECK_PERIOD_S` between calls, so a process writing in the
-background is caught too. Past the bound the container is removed at once, and the
-sandbox's calls raise `SandboxGone` with `breach_message` (naming the bound), which
-ends the episode as any lost sandbox does.
+`SizeRw` (the bytes the container added to its image), which the engine computes by
+walking the layer (10-30 ms here, far more under load). Past the bound the container is
+removed at once, and the sandbox's calls raise `SandboxGone` with `breach_message`
+(naming the bound), which ends the episode as any lost sandbox does.
+
+When it is measured:
+- after a call the sandbox answered, in the background (`after_call`): the answer is
+  not held back by the walk, and a sandbox making many calls is measured at most once
+  every `MIN_GAP_S`, so the walks' cost to the engine stays bounded;
+- every `CHECK_PERIOD_S` between calls (`watch`), so a process writing in the
+  background is caught too;
+- before grading, in the foreground (`check`): the grader never reads a sandbox past
+  its bound.
 
 Between two measurements a writer may run past the bound by what it writes in that
 time; the bound protects the host's disk from a task that fills it, not a byte count.
@@ -25,6 +33,7 @@ from orsbox.sandbox.docker.engine import Engine
 log = logging.getLogger("orsbox.sandbox.docker")
 
 CHECK_PERIOD_S = 5.0
+MIN_GAP_S = 1.0  # after-call measurements of one sandbox start at least this far apart
 MiB = 1024 * 1024
 
 
@@ -55,6 +64,9 @@ class LayerBound:
         self._on_breach = on_breach
         self.breached: str | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._after_call: asyncio.Task[None] | None = None
+        self._again = False  # a call was answered while the last measurement ran
+        self._last_started = float("-inf")
 
     async def check(self) -> str | None:
         """Measure now; the breach message once the bound is passed, else None."""
@@ -66,13 +78,40 @@ class LayerBound:
                 await self._on_breach(self.breached)
         return self.breached
 
+    def after_call(self) -> None:
+        """Measure soon, off the caller's path: once `MIN_GAP_S` has passed since the
+        last after-call measurement began, and once more if calls are answered while
+        it runs (their writes may have come after its walk)."""
+        if self.breached is not None:
+            return
+        if self._after_call is not None:
+            self._again = True
+            return
+        self._after_call = asyncio.get_running_loop().create_task(self._measure_after_calls())
+
+    async def _measure_after_calls(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self.breached is None:
+                self._again = False
+                await asyncio.sleep(max(0.0, self._last_started + MIN_GAP_S - loop.time()))
+                self._last_started = loop.time()
+                await self.check()
+                if not self._again:
+                    return
+        except SandboxError:  # the container is gone: nothing left to bound
+            return
+        finally:
+            self._after_call = None
+
     def watch(self, period_s: float = CHECK_PERIOD_S) -> None:
         """Measure every `period_s` until `stop` (or a breach, or the container's end)."""
         self._watch = asyncio.get_running_loop().create_task(self._watch_loop(period_s))
 
     def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
+        for task in (self._watch, self._after_call):
+            if task is not None:
+                task.cancel()
 
     async def _watch_loop(self, period_s: float) -> None:
         while self.breached is None:

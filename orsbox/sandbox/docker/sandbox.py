@@ -17,7 +17,7 @@ import anyio
 from orsbox.errors import SandboxError, SandboxGone
 from orsbox.sandbox.agent.channel import AgentChannel, Header
 from orsbox.sandbox.agent.sandbox import AgentSandbox
-from orsbox.sandbox.base import ExecResult
+from orsbox.sandbox.base import ExecResult, KilledProcesses
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork, proxy_env
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.guarded import GuardedNetwork
@@ -41,7 +41,7 @@ class DockerSandbox(AgentSandbox):
         **agent: Any,
     ) -> None:
         """`layer_bound_bytes`: `SandboxLimits.writable_layer_bytes`, kept by measuring
-        (`layer_bound.py`) after every answered call and on a period."""
+        (`layer_bound.py`) after answered calls, on a period, and before grading."""
         super().__init__(sandbox_id=container_id, **agent)
         self._engine = engine
         self._guarded = guarded
@@ -64,10 +64,18 @@ class DockerSandbox(AgentSandbox):
     ) -> tuple[Header, bytes]:
         answer = await super()._request(channel, request, payload, timeout_s)
         if self._layer is not None:
-            breached = await self._layer.check()
-            if breached is not None:
-                raise SandboxGone(breached)
+            if self._layer.breached is not None:
+                raise SandboxGone(self._layer.breached)
+            self._layer.after_call()
         return answer
+
+    async def kill_processes_listed(self) -> KilledProcesses:
+        """Also measure the writable layer now: this is what a grader runs first, and it
+        must not grade a sandbox past its storage bound."""
+        killed = await super().kill_processes_listed()
+        if self._layer is not None and await self._layer.check() is not None:
+            raise SandboxGone(self._layer.breached or "")
+        return killed
 
     async def _stop_for(self, reason: str) -> None:
         """End the container now; every later call is told `reason`."""
