@@ -45,8 +45,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             *("formats", "authoring", "observe", "sandbox", "protocol", "errors"),
             *("settings", ROOT),  # ROOT: orsbox.__version__
         ),
-        "orsbox.runner": ("server", "settings", "authoring"),
-        ROOT: ("runner", "authoring", "protocol", "errors"),  # errors: GradingError
+        "orsbox.serving": ("server", "settings", "authoring"),
+        ROOT: ("serving", "authoring", "protocol", "errors"),  # errors: GradingError
         "orsbox.client": ("errors",),
         "orsbox.evaluation": ("client", "errors"),
         "orsbox.cluster": ("bundle", "sandbox", "errors", ROOT),
@@ -54,7 +54,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.integrations": ("client", "formats", "sandbox", "errors"),
         "orsbox.cli": (
             *("client", "cluster", "evaluation", "integrations", "targets", "bundle"),
-            *("runner", "settings"),
+            *("serving", "settings"),
             *("server", "formats", "observe", "authoring", "sandbox", "protocol", "errors"),
             ROOT,
         ),

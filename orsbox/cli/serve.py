@@ -57,7 +57,7 @@ def serve(
     Without arguments, serves every bundled environment (math, coding, swe, terminal),
     building the sandbox images they need first."""
     from orsbox.cli.build import ensure_images
-    from orsbox.runner import serve as run_server
+    from orsbox.serving import serve as run_server
     from orsbox.targets import resolve_targets
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")

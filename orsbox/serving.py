@@ -1,4 +1,4 @@
-"""Running the server: `Server([...]).run()` (the ors-sdk spelling) and `serve()`.
+"""Serving the app under uvicorn: `Server([...]).run()` (the ors-sdk spelling) and `serve()`.
 
 Uvicorn's own SIGINT/SIGTERM handling drives a graceful shutdown, which runs the app's
 shutdown phase and so tears down every session and its container.
