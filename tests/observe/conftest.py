@@ -20,7 +20,7 @@ from tests.sse_client import Stream, post_sse
 from tests.waiting import wait_until
 
 CODING = str(ROOT / "environments" / "coding")
-PROTOCOL = "tests/envs/protocol_envs.py:Protocol"
+PROTOCOL = "tests/fixture_envs/protocol_envs.py:Protocol"
 
 __all__ = ["bundled_images", "example", "orsbox"]  # shared with tests/environments
 
