@@ -153,7 +153,7 @@ class Settings(BaseSettings):
         ge=0,
         description="idle pooled sandboxes' memory limits together stay within this",
     )
-    # -- the operator's view (orsbox.observe) --------------------------------------------
+    # -- the operator's view (orsbox.monitoring) --------------------------------------------
     metrics_public: bool = Field(
         default=False, description="serve /metrics without the token (for a scraper)"
     )

@@ -25,7 +25,7 @@ from tests.environments.conftest import orsbox
 from tests.evaluation import runs
 from tests.fixture_envs.grading_envs import MISSING
 from tests.model_server import Script, serve_model
-from tests.observe.conftest import Episode, read_db, wait_for_episode
+from tests.monitoring.conftest import Episode, read_db, wait_for_episode
 from tests.servers import LiveServer, start_server
 from tests.sse_client import Stream
 

@@ -36,13 +36,13 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.authoring": ("protocol", "sandbox", "errors"),
         "orsbox.formats": ("authoring", "sandbox", "protocol", "errors"),
         # episodes record what graders report (authoring's reward-hacking findings)
-        "orsbox.observe": ("protocol", "sandbox", "authoring", "errors"),
+        "orsbox.monitoring": ("protocol", "sandbox", "authoring", "errors"),
         "orsbox.bundle": ("authoring", "sandbox", "errors"),
         "orsbox.targets": ("bundle", "formats", "authoring", "sandbox", "errors"),
         # the server's configuration: which cell and backend a server runs with
         "orsbox.settings": ("server", "sandbox"),
         "orsbox.server": (
-            *("formats", "authoring", "observe", "sandbox", "protocol", "errors"),
+            *("formats", "authoring", "monitoring", "sandbox", "protocol", "errors"),
             *("settings", ROOT),  # ROOT: orsbox.__version__
         ),
         "orsbox.serving": ("server", "settings", "authoring"),
@@ -55,7 +55,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.cli": (
             *("client", "cluster", "evaluation", "integrations", "targets", "bundle"),
             *("serving", "settings"),
-            *("server", "formats", "observe", "authoring", "sandbox", "protocol", "errors"),
+            *("server", "formats", "monitoring", "authoring", "sandbox", "protocol", "errors"),
             ROOT,
         ),
     }.items()

@@ -13,7 +13,7 @@ from orsbox.cli import backend_options as B
 from orsbox.cli import dataset_options as D
 from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
-from orsbox.observe.logs import LOG_FORMATS
+from orsbox.monitoring.logs import LOG_FORMATS
 from orsbox.server.sandbox_api.session_url import advertise
 from orsbox.settings import Settings
 

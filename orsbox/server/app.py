@@ -27,7 +27,7 @@ from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.setup_cache import CONTEXT_CACHE
 from orsbox.errors import SandboxError
-from orsbox.observe.metered_backend import MeteredBackend
+from orsbox.monitoring.metered_backend import MeteredBackend
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
 from orsbox.sandbox.pool import WarmPool
@@ -45,10 +45,10 @@ from orsbox.server.routes import (
     calls,
     catalog,
     extensions,
-    observe,
     sandboxes,
     scoring,
     sessions,
+    status,
 )
 from orsbox.server.sandbox_api import SandboxManager
 from orsbox.server.sandbox_api.session_url import log_session_url
@@ -121,9 +121,9 @@ def create_app(
     app.state.health = HealthProbe(sandbox_backend)
     app.state.warm_pool = sandbox_backend if isinstance(sandbox_backend, WarmPool) else None
     app.state.observer = observer
-    observer.metrics.watch(lambda: observe.server_state(app))
+    observer.metrics.watch(lambda: status.server_state(app))
     install_error_handlers(app)
-    for module in (catalog, sessions, calls, scoring, observe, extensions):
+    for module in (catalog, sessions, calls, scoring, status, extensions):
         app.include_router(module.router)
     if sandbox_api is not None:
         app.include_router(sandboxes.router)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.observe.conftest import Episode, orsbox, wait_for_episode
+from tests.monitoring.conftest import Episode, orsbox, wait_for_episode
 from tests.servers import LiveServer
 
 MB = 10**6

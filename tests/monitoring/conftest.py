@@ -27,7 +27,7 @@ __all__ = ["bundled_images", "example", "orsbox"]  # shared with tests/environme
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/observe" in str(item.fspath):
+        if "tests/monitoring" in str(item.fspath):
             item.add_marker(pytest.mark.docker)
 
 
