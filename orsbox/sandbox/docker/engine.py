@@ -296,7 +296,7 @@ class Engine:
 
     async def attach_exec(self, container_id: str, argv: list[str], user: str) -> socket.socket:
         """Start `argv` as an attached exec (stdin open, no tty); return its raw socket."""
-        return await self.run("start the sandbox agent", self._attach, container_id, argv, user)
+        return await self.run("start the sandbox guest", self._attach, container_id, argv, user)
 
     def _attach(self, container_id: str, argv: list[str], user: str) -> socket.socket:
         api = self.client.api
