@@ -303,7 +303,7 @@ class Engine:
         exec_id = api.exec_create(container_id, argv, stdin=True, tty=False, user=user)["Id"]
         return own_socket(api.exec_start(exec_id, socket=True, tty=False))
 
-    # -- images made from containers (prepared-state cache, forks: `snapshots.py`)
+    # -- images made from containers (setup snapshots, forks: `snapshots.py`)
 
     async def commit(
         self, container_id: str, repository: str, tag: str, labels: dict[str, str]
