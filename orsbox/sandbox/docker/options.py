@@ -19,7 +19,7 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
   - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`);
   - under gVisor (`runtime="runsc"`), the pids limit moves inside: gVisor's own host
     threads count against a cgroup pids limit (162 for an idle ptrace sandbox) and
-    reaching it kills the whole sandbox instead of failing a fork. So the guest gets
+    reaching it kills the whole sandbox instead of failing a fork. So its processes get
     `limits.pids` as RLIMIT_NPROC (gVisor enforces it: a fork past it fails with
     EAGAIN, as under runc) and the host cgroup a looser bound that still protects the
     host (`gvisor_host_pids`). See docs/gvisor.md.
@@ -139,7 +139,7 @@ def address_space_bound(limits: SandboxLimits, runtime: str | None) -> int | Non
 
 
 def gvisor_pids(limits: SandboxLimits) -> dict[str, Any]:
-    """Under gVisor the guest's process limit is RLIMIT_NPROC (the module docstring)."""
+    """Under gVisor the sandboxed processes' limit is RLIMIT_NPROC (the module docstring)."""
     return {
         "pids_limit": gvisor_host_pids(limits),
         "ulimits": [Ulimit(name="nproc", soft=limits.pids, hard=limits.pids)],
