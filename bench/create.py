@@ -27,7 +27,7 @@ async def create_to_first_call(server: servers.BenchServer) -> float:
 
 
 def pool_full(bench: Bench, server: servers.BenchServer) -> bool:
-    """Every pooled container of the server runs its agent's shell (the agent starts it
+    """Every pooled container of the server runs its guest's shell (the guest starts it
     just after its hello)."""
     pooled = bench.containers(**{"orsbox.server": server.server_id, "orsbox.session": "pool"})
     if len(pooled) != POOL or any(c.get("State") != "running" for c in pooled):

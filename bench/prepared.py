@@ -13,7 +13,7 @@ every later one starts from it. Measured, interleaved sample by sample:
   + one `exec true`.
 
 Target (issue 17): cached p50 <= `run -d` p50 + 100 ms. Saved states are removed at the
-end (`orsbox gc --prepared --environment ...` does the same by hand)."""
+end (`orsbox gc --setup-snapshots --environment ...` does the same by hand)."""
 
 from __future__ import annotations
 

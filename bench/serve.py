@@ -22,7 +22,7 @@ def main(kind: str, port: int, names: list[str]) -> None:
         app = ors.Server([echo_env(ors)]).app
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=60)
         return
-    from orsbox.runner import serve
+    from orsbox.serving import serve
     from orsbox.settings import Settings
 
     environments = [env for name in names for env in _environments(name)]

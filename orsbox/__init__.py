@@ -29,7 +29,7 @@ from orsbox.protocol.types import (
 )
 
 if TYPE_CHECKING:
-    from orsbox.runner import Server
+    from orsbox.serving import Server
 
 __all__ = [
     "Blocks",
@@ -57,7 +57,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The server pulls in FastAPI and uvicorn; authoring an environment should not.
     if name == "Server":
-        from orsbox.runner import Server
+        from orsbox.serving import Server
 
         return Server
     raise AttributeError(f"module 'orsbox' has no attribute {name!r}")

@@ -6,11 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orsbox.sandbox.config import BackendConfig, DockerConfig, load_config_file, parse_config
 from orsbox.sandbox.image_map import ImageMap
+
+
+def _renamed(name: str, old: str) -> AliasChoices:
+    """A renamed field, still set by its old name: as a keyword or as `ORSBOX_<OLD>`
+    (an alias bypasses `env_prefix`, so the prefixed names are spelt out)."""
+    return AliasChoices(*(n for field in (name, old) for n in (field, f"ORSBOX_{field.upper()}")))
 
 
 class Settings(BaseSettings):
@@ -140,12 +146,18 @@ class Settings(BaseSettings):
         default=16 * 1024 * 1024, gt=0, description="most output one /run returns"
     )
 
-    # -- prepared state, forks, warm pool on request (orsbox.sandbox.prepared, forks) ------
-    prepared_cache_max_entries: int = Field(
-        default=64, ge=0, description="saved setups (one per task) kept; least recently used out"
+    # -- setup snapshots, forks, warm pool on request (orsbox.sandbox.setup_snapshots) ----
+    setup_snapshots_max_entries: int = Field(
+        default=64,
+        ge=0,
+        validation_alias=_renamed("setup_snapshots_max_entries", "prepared_cache_max_entries"),
+        description="setup snapshots (one per task) kept; least recently used out",
     )
-    prepared_cache_max_bytes: int = Field(
-        default=20 * 1024**3, ge=0, description="bytes the saved setups may add to their images"
+    setup_snapshots_max_bytes: int = Field(
+        default=20 * 1024**3,
+        ge=0,
+        validation_alias=_renamed("setup_snapshots_max_bytes", "prepared_cache_max_bytes"),
+        description="bytes the setup snapshots may add to their images",
     )
     max_fork: int = Field(default=64, gt=0, description="most sessions one fork request starts")
     warm_pool_memory_bytes: int = Field(
@@ -153,7 +165,7 @@ class Settings(BaseSettings):
         ge=0,
         description="idle pooled sandboxes' memory limits together stay within this",
     )
-    # -- the operator's view (orsbox.observe) --------------------------------------------
+    # -- the operator's view (orsbox.monitoring) --------------------------------------------
     metrics_public: bool = Field(
         default=False, description="serve /metrics without the token (for a scraper)"
     )

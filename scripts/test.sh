@@ -8,7 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs]'
 bash scripts/start-docker.sh
-# The status page test drives a real headless browser (tests/observe/test_status_page.py)
+# The status page test drives a real headless browser (tests/monitoring/test_status_page.py)
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null

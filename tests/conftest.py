@@ -23,7 +23,10 @@ os.environ.setdefault(
     str(Path(tempfile.mkdtemp(prefix="orsbox-test-episodes-")) / "episodes.sqlite3"),
 )
 
-PROTOCOL_ENVS = ["tests/envs/protocol_envs.py:Protocol", "tests/envs/protocol_envs.py:Second"]
+PROTOCOL_ENVS = [
+    "tests/fixture_envs/protocol_envs.py:Protocol",
+    "tests/fixture_envs/protocol_envs.py:Second",
+]
 
 
 @pytest.fixture(scope="module")

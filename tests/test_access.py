@@ -21,7 +21,7 @@ from orsbox.sandbox import HostMount, SandboxLimits
 from orsbox.server import create_app
 from orsbox.settings import Settings
 from tests.conftest import PROTOCOL_ENVS
-from tests.envs.protocol_envs import Protocol
+from tests.fixture_envs.protocol_envs import Protocol
 from tests.servers import LiveServer, start_server
 
 TOKEN = "tok-" + uuid.uuid4().hex

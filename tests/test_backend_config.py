@@ -91,7 +91,7 @@ def test_runtimes_environments_ask_for_need_the_operator() -> None:
     assert refusal(asks, Settings(backend=DockerConfig(allow_runtimes=["runsc"]))) is None
 
 
-def test_under_gvisor_the_pids_limit_moves_into_the_guest() -> None:
+def test_under_gvisor_the_pids_limit_moves_inside_the_sandbox() -> None:
     from orsbox.sandbox import SandboxSpec
     from orsbox.sandbox.docker.options import container_options
 

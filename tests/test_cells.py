@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from orsbox.server.app import create_app
 from orsbox.server.cells import CELL_OF_ID, cell_of, check_cell, default_cell, mint
 from orsbox.settings import Settings
-from tests.envs.protocol_envs import Protocol
+from tests.fixture_envs.protocol_envs import Protocol
 
 
 def app_client(**settings: object) -> TestClient:

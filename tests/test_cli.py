@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from orsbox.settings import Settings
 from tests.servers import ROOT
 
 
@@ -82,3 +85,19 @@ def test_bad_dataset_options_are_named() -> None:
         assert done.returncode == 2 and "'nonsense' is not FROM=TO" in done.stderr, done.stderr
     done = orsbox("run", "swebench:rows.jsonl", "--actions", "a.jsonl", "--memory", "lots")
     assert done.returncode == 2 and "memory 'lots'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--setup-snapshots", "--prepared"])
+def test_gc_takes_the_setup_snapshots_flag_by_its_former_name_too(flag: str) -> None:
+    done = orsbox("gc", flag, env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
+    assert done.returncode != 2 and "No such option" not in done.stderr, done.stderr
+
+
+def test_settings_read_the_setup_snapshot_bounds_by_their_former_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ORSBOX_PREPARED_CACHE_MAX_ENTRIES", "3")
+    monkeypatch.setenv("ORSBOX_SETUP_SNAPSHOTS_MAX_BYTES", "5")
+    settings = Settings()
+    assert (settings.setup_snapshots_max_entries, settings.setup_snapshots_max_bytes) == (3, 5)
+    assert Settings(prepared_cache_max_entries=4).setup_snapshots_max_entries == 4

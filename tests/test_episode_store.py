@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from orsbox.observe.episodes import EpisodeRecorder, cap_output, connect, find, recent
+from orsbox.monitoring.episodes import EpisodeRecorder, cap_output, connect, find, recent
 
 
 def test_a_capped_output_is_still_the_result_json() -> None:

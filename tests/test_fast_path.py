@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from orsbox.server import create_app
 from orsbox.server.fast_path import CallFastPath
 from orsbox.settings import Settings
-from tests.envs.protocol_envs import Protocol, Second
+from tests.fixture_envs.protocol_envs import Protocol, Second
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio

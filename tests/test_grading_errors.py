@@ -22,15 +22,15 @@ from orsbox.client import Session, ToolFailed
 from orsbox.errors import GradingError
 from orsbox.protocol.types import TextBlock, ToolOutput
 from tests.environments.conftest import orsbox
-from tests.envs.grading_envs import MISSING
 from tests.evaluation import runs
+from tests.fixture_envs.grading_envs import MISSING
 from tests.model_server import Script, serve_model
-from tests.observe.conftest import Episode, read_db, wait_for_episode
+from tests.monitoring.conftest import Episode, read_db, wait_for_episode
 from tests.servers import LiveServer, start_server
 from tests.sse_client import Stream
 
-GRADED = "tests/envs/grading_envs.py:Graded"
-OPENREWARD_GRADER = "tests/envs/openreward_grading_env.py:BrokenGrader"
+GRADED = "tests/fixture_envs/grading_envs.py:Graded"
+OPENREWARD_GRADER = "tests/fixture_envs/openreward_grading_env.py:BrokenGrader"
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from orsbox.settings import Settings
-from tests.envs.protocol_envs import BIG_TEXT
+from tests.fixture_envs.protocol_envs import BIG_TEXT
 from tests.servers import LiveServer
 from tests.sse_client import post_sse
 from tests.waiting import wait_until

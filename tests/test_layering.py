@@ -36,17 +36,17 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.authoring": ("protocol", "sandbox", "errors"),
         "orsbox.formats": ("authoring", "sandbox", "protocol", "errors"),
         # episodes record what graders report (authoring's reward-hacking findings)
-        "orsbox.observe": ("protocol", "sandbox", "authoring", "errors"),
+        "orsbox.monitoring": ("protocol", "sandbox", "authoring", "errors"),
         "orsbox.bundle": ("authoring", "sandbox", "errors"),
         "orsbox.targets": ("bundle", "formats", "authoring", "sandbox", "errors"),
         # the server's configuration: which cell and backend a server runs with
         "orsbox.settings": ("server", "sandbox"),
         "orsbox.server": (
-            *("formats", "authoring", "observe", "sandbox", "protocol", "errors"),
+            *("formats", "authoring", "monitoring", "sandbox", "protocol", "errors"),
             *("settings", ROOT),  # ROOT: orsbox.__version__
         ),
-        "orsbox.runner": ("server", "settings", "authoring"),
-        ROOT: ("runner", "authoring", "protocol", "errors"),  # errors: GradingError
+        "orsbox.serving": ("server", "settings", "authoring"),
+        ROOT: ("serving", "authoring", "protocol", "errors"),  # errors: GradingError
         "orsbox.client": ("errors",),
         "orsbox.evaluation": ("client", "errors"),
         "orsbox.cluster": ("bundle", "sandbox", "errors", ROOT),
@@ -54,8 +54,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.integrations": ("client", "formats", "sandbox", "errors"),
         "orsbox.cli": (
             *("client", "cluster", "evaluation", "integrations", "targets", "bundle"),
-            *("runner", "settings"),
-            *("server", "formats", "observe", "authoring", "sandbox", "protocol", "errors"),
+            *("serving", "settings"),
+            *("server", "formats", "monitoring", "authoring", "sandbox", "protocol", "errors"),
             ROOT,
         ),
     }.items()

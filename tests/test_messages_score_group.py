@@ -16,7 +16,10 @@ from openreward.api.errors import ScoreGroupFailed, ScoreGroupUnsupported
 
 from tests.servers import LiveServer, start_server
 
-TARGETS = ["tests/envs/scoring_envs.py:Judged", "tests/envs/scoring_envs.py:Conversation"]
+TARGETS = [
+    "tests/fixture_envs/scoring_envs.py:Judged",
+    "tests/fixture_envs/scoring_envs.py:Conversation",
+]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from ors.client import ORS
 from ors.client._types import ToolCallError
 
-from tests.envs.protocol_envs import BIG_TEXT
+from tests.fixture_envs.protocol_envs import BIG_TEXT
 from tests.servers import LiveServer
 
 

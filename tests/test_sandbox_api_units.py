@@ -271,9 +271,9 @@ async def test_per_client_cap_and_idle_reaping() -> None:
 
 # -- loading --------------------------------------------------------------------------
 def test_openreward_classes_load_by_module_and_by_file() -> None:
-    [by_module] = load_environment("tests.envs.openreward_envs:LineCount")
+    [by_module] = load_environment("tests.fixture_envs.openreward_envs:LineCount")
     assert issubclass(by_module, OpenRewardEnvironment) and by_module.name() == "LineCount"
-    by_file = load_environment("tests/envs/openreward_envs.py")
+    by_file = load_environment("tests/fixture_envs/openreward_envs.py")
     assert [c.name() for c in by_file] == ["LineCount", "Dialogue"]
     assert by_module.supports_score_group() and not by_file[1].supports_score_group()
 

@@ -25,7 +25,7 @@ def secrets_header(values: dict[str, str]) -> str:
     ).decode()
 
 
-LEAKY = "tests/envs/leaky_env.py:Leaky"
+LEAKY = "tests/fixture_envs/leaky_env.py:Leaky"
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ episode graded and finished where an environment overrides it (benchmark formats
 
 `setup_cache = True` saves each task's sandbox after a setup that succeeded and starts
 the task's later episodes from it, skipping `task_files` and `prepare`
-(`orsbox.sandbox.prepared`; `setup_inputs` says what the key covers). Only files are
+(`orsbox.sandbox.setup_snapshots`; `setup_inputs` says what the key covers). Only files are
 saved: a `prepare` that sets attributes on `self`, starts processes or writes to host
 mounts must not be cached. A fork's session (`EnvironmentContext.start_from`) starts
 from another session's files the same way.
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from orsbox.authoring.environment import Environment
-from orsbox.authoring.setup_cache import CONTEXT_CACHE, folder_fingerprint
+from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS, folder_fingerprint
 from orsbox.authoring.tools import ToolRaised
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, ImageNotFound, SandboxError, SandboxGone
@@ -49,7 +49,7 @@ from orsbox.sandbox.base import (
     SandboxLimits,
     SandboxSpec,
 )
-from orsbox.sandbox.prepared import PreparedCache
+from orsbox.sandbox.setup_snapshots import SetupSnapshots
 from orsbox.sandbox.snapshots import SharedSnapshot
 from orsbox.sandbox.usage import ResourceUsage
 
@@ -73,7 +73,7 @@ class ContainerEnvironment(Environment):
     episode_timeout_s: ClassVar[float | None] = None
     setup_cache: ClassVar[bool] = False  # save the state after setup per task; reuse it
 
-    setup_from_cache: bool = False  # this episode started from a saved prepared state
+    started_from_snapshot: bool = False  # this episode started from a setup snapshot
 
     _sandbox: Sandbox | None = None
     _sandbox_lost: str | None = None
@@ -151,11 +151,11 @@ class ContainerEnvironment(Environment):
     async def setup(self) -> None:
         spec = self.sandbox_spec()
         start_from = self.orsbox_context.start_from if self.orsbox_context else None
-        cache = self._prepared_cache(spec)
+        cache = self._setup_snapshots(spec)
         if start_from is not None:  # a fork: the files are there, the setup ran
             self._sandbox = await self._backend().start(_from_image(spec, start_from.ref))
         elif cache is not None:
-            await self._setup_cached(spec, cache)
+            await self._setup_from_snapshot(spec, cache)
         else:
             await self._setup_fresh(spec)
         if self.episode_timeout_s is not None:
@@ -168,7 +168,7 @@ class ContainerEnvironment(Environment):
         if type(self).prepare is not ContainerEnvironment.prepare:  # no thread hop for a no-op
             await call_user(self.prepare)
 
-    # -- the prepared-state cache (`orsbox.sandbox.prepared`) ----------------------------
+    # -- setup snapshots (`orsbox.sandbox.setup_snapshots`) ---------------------------
     def setup_inputs(self) -> Any:
         """What the setup's outcome depends on, for the cache key (with the
         environment's name and the image's id): the sandbox spec, the task, and the
@@ -180,17 +180,17 @@ class ContainerEnvironment(Environment):
             "files": {dst: folder_fingerprint(Path(src)) for src, dst in self.task_files().items()},
         }
 
-    def _prepared_cache(self, spec: SandboxSpec) -> PreparedCache | None:
+    def _setup_snapshots(self, spec: SandboxSpec) -> SetupSnapshots | None:
         if not self.setup_cache or self.orsbox_context is None:
             return None
         if spec.limits.disk_bytes is not None:  # its writable folders are not saved
             log.warning("%s: setup_cache is off with a disk limit", type(self).__name__)
             return None
-        return self.orsbox_context.extras.get(CONTEXT_CACHE)
+        return self.orsbox_context.extras.get(CONTEXT_SETUP_SNAPSHOTS)
 
-    async def _setup_cached(self, spec: SandboxSpec, cache: PreparedCache) -> None:
-        """Start from the task's prepared state, or set up and save it (module
-        docstring of `orsbox.sandbox.prepared`)."""
+    async def _setup_from_snapshot(self, spec: SandboxSpec, cache: SetupSnapshots) -> None:
+        """Start from the task's setup snapshot, or set up and save it (module
+        docstring of `orsbox.sandbox.setup_snapshots`)."""
         try:
             key = await cache.key(self.name().lower(), spec.image, self.setup_inputs())
         except ImageNotFound:  # the fresh start says how to build it
@@ -200,7 +200,7 @@ class ContainerEnvironment(Environment):
             if entry is not None:
                 try:
                     self._sandbox = await self._backend().start(_from_image(spec, entry.ref))
-                    self.setup_from_cache = True
+                    self.started_from_snapshot = True
                     log.info("%s: started from the saved setup %s", spec.session_id, entry.name)
                     return
                 except ImageNotFound:  # evicted between the look-up and the start
@@ -209,13 +209,13 @@ class ContainerEnvironment(Environment):
             try:
                 await cache.save(self.sandbox, key, self.name().lower(), self.name())
             except SandboxError as e:  # the episode goes on; the next one sets up again
-                log.warning("%s: could not save the prepared state: %s", type(self).__name__, e)
+                log.warning("%s: could not save the setup snapshot: %s", type(self).__name__, e)
 
     async def start_spec(self) -> SandboxSpec:
-        """The spec this task's next episode would start from: its prepared state's
+        """The spec this task's next episode would start from: its setup snapshot's
         when one is saved (what a warm pool fills ahead of a burst)."""
         spec = self.sandbox_spec()
-        cache = self._prepared_cache(spec)
+        cache = self._setup_snapshots(spec)
         if cache is None:
             return spec
         key = await cache.key(self.name().lower(), spec.image, self.setup_inputs())

@@ -1,4 +1,4 @@
-"""`orsbox episodes`: read the episodes a server recorded (`orsbox.observe.episodes`).
+"""`orsbox episodes`: read the episodes a server recorded (`orsbox.monitoring.episodes`).
 
 `list` shows the recent ones, `show ID` one episode's transcript, and `export` writes
 every episode with its calls as JSON lines or Parquet, for analysis elsewhere. Reading
@@ -34,7 +34,7 @@ DbOption = Annotated[
 
 @contextlib.contextmanager
 def _open(db: Path | None) -> Iterator[sqlite3.Connection]:
-    from orsbox.observe.episodes import connect, default_path
+    from orsbox.monitoring.episodes import connect, default_path
     from orsbox.settings import Settings
 
     path = db or Path(Settings().episodes_db or default_path())
@@ -59,7 +59,7 @@ def list_episodes(
 ) -> None:
     """The most recent episodes: environment, start, calls, final reward, usage."""
     from orsbox.cli.ps import usage_cells
-    from orsbox.observe.episodes import recent
+    from orsbox.monitoring.episodes import recent
 
     with _open(db) as conn:
         episodes = recent(conn, limit, environment, flagged=flagged)
@@ -92,7 +92,7 @@ def show(
 ) -> None:
     """One episode: task, prompt and every call with its input, output and reward, and
     what its reward-hacking report found."""
-    from orsbox.observe.episodes import find, hacking_findings
+    from orsbox.monitoring.episodes import find, hacking_findings
 
     with _open(db) as conn:
         episode = find(conn, episode_id)
@@ -126,7 +126,7 @@ def export(
 ) -> None:
     """Every episode with its calls: one JSON object a line, or a Parquet table with a
     row per episode (calls as a list; JSON fields as JSON text)."""
-    from orsbox.observe.episodes import every_episode
+    from orsbox.monitoring.episodes import every_episode
 
     if format not in ("jsonl", "parquet"):
         raise typer.BadParameter("jsonl or parquet", param_hint="--format")

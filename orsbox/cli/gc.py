@@ -1,14 +1,15 @@
-"""`orsbox gc`: remove what servers which died left behind, and keep the prepared-state
-cache within its bounds.
+"""`orsbox gc`: remove what servers which died left behind, and keep the setup snapshots
+within their bounds.
 
 * sandbox containers of dead servers (and, with --all, of every server);
 * fork images of dead servers (`orsbox.server.forks`);
 * the egress guard's iptables rules of dead servers (`orsbox.sandbox.docker.egress`),
   and the networks they created that no container is on;
-* prepared-state entries (`orsbox.sandbox.prepared`): listed, then the least recently
-  used removed past `ORSBOX_PREPARED_CACHE_MAX_ENTRIES` / `_MAX_BYTES` (the bounds a
+* setup snapshots (`orsbox.sandbox.setup_snapshots`): listed, then the least recently
+  used removed past `ORSBOX_SETUP_SNAPSHOTS_MAX_ENTRIES` / `_MAX_BYTES` (the bounds a
   server applies), or all of them (of one environment with --environment) with
-  --prepared. An entry a sandbox still runs from is kept.
+  --setup-snapshots (formerly --prepared, still accepted). One a sandbox still runs
+  from is kept.
 """
 
 from __future__ import annotations
@@ -40,16 +41,19 @@ def gc(
             "sessions break) and of other hosts",
         ),
     ] = False,
-    prepared: Annotated[
-        bool, typer.Option("--prepared", help="remove every saved prepared state (setup cache)")
+    setup_snapshots: Annotated[
+        bool,
+        typer.Option(
+            "--setup-snapshots", "--prepared", help="remove every setup snapshot (saved setup)"
+        ),
     ] = False,
     environment: Annotated[
         str | None,
-        typer.Option(help="with --prepared: only this environment's saved states"),
+        typer.Option(help="with --setup-snapshots: only this environment's"),
     ] = None,
 ) -> None:
     """Remove orsbox containers and fork images that dead servers left behind; list the
-    prepared-state cache and prune it to its bounds (or empty it with --prepared).
+    setup snapshots and prune them to their bounds (or remove them with --setup-snapshots).
 
     A server is dead when it ran on this host and its pid is gone or now belongs to
     another process. Containers of running servers, and of other hosts, stay unless
@@ -62,7 +66,7 @@ def gc(
             await _containers(backend, all_containers)
             await _egress_rules(backend, all_containers)
             if backend.snapshots is not None:
-                await _images(backend.snapshots, prepared, environment)
+                await _images(backend.snapshots, setup_snapshots, environment)
         finally:
             await backend.close()
 
@@ -108,17 +112,17 @@ async def _egress_rules(backend: SandboxBackend, everything: bool) -> None:
 
 
 async def _images(store: SnapshotStore, everything: bool, environment: str | None) -> None:
-    """Fork images of dead servers, and the prepared-state cache pruned to its bounds."""
-    from orsbox.sandbox.prepared import ENVIRONMENT, PreparedCache
+    """Fork images of dead servers, and the setup snapshots pruned to their bounds."""
+    from orsbox.sandbox.setup_snapshots import ENVIRONMENT, SetupSnapshots
     from orsbox.settings import Settings
 
     forks = await store.sweep()
     out.print(f"{forks} fork image(s) of dead servers removed.")
     settings = Settings()
-    cache = PreparedCache(
+    cache = SetupSnapshots(
         store,
-        max_entries=0 if everything else settings.prepared_cache_max_entries,
-        max_bytes=0 if everything else settings.prepared_cache_max_bytes,
+        max_entries=0 if everything else settings.setup_snapshots_max_entries,
+        max_bytes=0 if everything else settings.setup_snapshots_max_bytes,
     )
     entries = await cache.entries()
     if environment is not None:
@@ -128,14 +132,14 @@ async def _images(store: SnapshotStore, everything: bool, environment: str | Non
         gone = [e for e in entries if await store.remove(e.ref)]
     else:
         gone = await cache.evict()
-    out.print(f"{len(gone)} prepared state(s) removed; {len(entries) - len(gone)} kept.")
+    out.print(f"{len(gone)} setup snapshot(s) removed; {len(entries) - len(gone)} kept.")
 
 
 def _show(entries: list[Snapshot]) -> None:
     if not entries:
-        out.print("No saved prepared states.")
+        out.print("No setup snapshots.")
         return
-    table = Table("PREPARED STATE", "ENVIRONMENT", "SIZE", "LAST USED")
+    table = Table("SETUP SNAPSHOT", "ENVIRONMENT", "SIZE", "LAST USED")
     for e in entries:
         used = datetime.datetime.fromtimestamp(e.last_used).isoformat(timespec="seconds")
         table.add_row(e.name, e.labels.get("orsbox.environment", "-"), _size(e.size_bytes), used)

@@ -13,7 +13,7 @@ from orsbox.cli import backend_options as B
 from orsbox.cli import dataset_options as D
 from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
-from orsbox.observe.logs import LOG_FORMATS
+from orsbox.monitoring.logs import LOG_FORMATS
 from orsbox.server.sandbox_api.session_url import advertise
 from orsbox.settings import Settings
 
@@ -57,7 +57,7 @@ def serve(
     Without arguments, serves every bundled environment (math, coding, swe, terminal),
     building the sandbox images they need first."""
     from orsbox.cli.build import ensure_images
-    from orsbox.runner import serve as run_server
+    from orsbox.serving import serve as run_server
     from orsbox.targets import resolve_targets
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")

@@ -21,7 +21,7 @@ RESULT_LINGER_S = 60.0
 
 log = logging.getLogger("orsbox.calls")
 
-# The task id of the call being run, within its task (for log lines, see orsbox.observe).
+# The task id of the call being run, within its task (for log lines, see orsbox.monitoring).
 CURRENT_TASK_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "orsbox_task_id", default=None
 )

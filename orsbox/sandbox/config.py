@@ -57,7 +57,7 @@ class DockerConfig(_Config):
     engine: str | None = Field(
         default=None,
         description="engine address: unix:///path, tcp://host:port (loopback only: the "
-        "agent's stream is unencrypted) or ssh:// (refused; see engine_address); "
+        "guest's stream is unencrypted) or ssh:// (refused; see engine_address); "
         "default: DOCKER_HOST, else the local socket",
     )
     runtime: str | None = Field(
@@ -134,10 +134,10 @@ def load_config_file(path: Path) -> DockerConfig | FakeConfig:
 def engine_address(config: DockerConfig) -> str:
     """The engine address to connect to, or `SandboxError` saying why it cannot work.
 
-    The agent talks over the raw socket of an attach, so the transport must hand over a
+    The guest talks over the raw socket of an attach, so the transport must hand over a
     plain socket: a unix socket does, so does unencrypted TCP (allowed to a loopback
     address only, as anyone who reaches it controls the engine). The docker SDK's TLS
-    and SSH transports hand over wrapped sockets the agent channel cannot use, so they
+    and SSH transports hand over wrapped sockets the guest channel cannot use, so they
     are refused at startup rather than at the first session."""
     address = config.engine or os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
     parts = urlsplit(address)
@@ -145,7 +145,7 @@ def engine_address(config: DockerConfig) -> str:
         return address
     if parts.scheme == "ssh":
         raise SandboxError(
-            f"engine {address}: ssh:// is not supported (the sandbox agent needs a plain "
+            f"engine {address}: ssh:// is not supported (the sandbox guest needs a plain "
             "socket); forward the remote socket instead: `ssh -NL "
             "/tmp/remote-docker.sock:/var/run/docker.sock HOST` and use "
             "unix:///tmp/remote-docker.sock"
@@ -154,7 +154,7 @@ def engine_address(config: DockerConfig) -> str:
         tls = parts.scheme == "https" or os.environ.get("DOCKER_TLS_VERIFY") not in (None, "")
         if tls:
             raise SandboxError(
-                f"engine {address}: TLS connections are not supported (the sandbox agent "
+                f"engine {address}: TLS connections are not supported (the sandbox guest "
                 "needs a plain socket); tunnel the engine's unix socket over ssh "
                 "(`ssh -NL /tmp/remote-docker.sock:/var/run/docker.sock HOST`)"
             )

@@ -1,6 +1,6 @@
 """Snapshots: a sandbox's filesystem saved so that new sandboxes can start from it.
 
-Two features stand on this: the prepared-state cache (`prepared.py`: a task's state
+Two features stand on this: setup snapshots (`setup_snapshots.py`: a task's state
 after its setup, reused by later episodes of the task) and forks (new sessions from a
 live session's current files). A snapshot is a filesystem only: processes, the
 persistent shell's state (cwd, variables, jobs), memory and network settings are not in

@@ -1,6 +1,6 @@
 """`StartLimit`: how many sandboxes start at once, found by measuring, not guessed.
 
-A start is mostly engine and kernel work (runc, namespaces, cgroups, the agent's python).
+A start is mostly engine and kernel work (runc, namespaces, cgroups, the guest's python).
 Too few at once leave the engine idle between the steps where it waits (locks, disk);
 too many only lengthen each start and starve the server and running sandboxes of CPU.
 Where the best number lies depends on the machine, its other load, the image and the

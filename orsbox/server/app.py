@@ -25,13 +25,13 @@ from pydantic import SecretStr
 from orsbox import __version__
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
-from orsbox.authoring.setup_cache import CONTEXT_CACHE
+from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS
 from orsbox.errors import SandboxError
-from orsbox.observe.metered_backend import MeteredBackend
+from orsbox.monitoring.metered_backend import MeteredBackend
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
 from orsbox.sandbox.pool import WarmPool
-from orsbox.sandbox.prepared import PreparedCache
+from orsbox.sandbox.setup_snapshots import SetupSnapshots
 from orsbox.server.access import OPEN_PATHS, TokenMiddleware
 from orsbox.server.catalog import Catalog
 from orsbox.server.errors import install_error_handlers
@@ -45,10 +45,10 @@ from orsbox.server.routes import (
     calls,
     catalog,
     extensions,
-    observe,
     sandboxes,
     scoring,
     sessions,
+    status,
 )
 from orsbox.server.sandbox_api import SandboxManager
 from orsbox.server.sandbox_api.session_url import log_session_url
@@ -121,9 +121,9 @@ def create_app(
     app.state.health = HealthProbe(sandbox_backend)
     app.state.warm_pool = sandbox_backend if isinstance(sandbox_backend, WarmPool) else None
     app.state.observer = observer
-    observer.metrics.watch(lambda: observe.server_state(app))
+    observer.metrics.watch(lambda: status.server_state(app))
     install_error_handlers(app)
-    for module in (catalog, sessions, calls, scoring, observe, extensions):
+    for module in (catalog, sessions, calls, scoring, status, extensions):
         app.include_router(module.router)
     if sandbox_api is not None:
         app.include_router(sandboxes.router)
@@ -174,17 +174,17 @@ def _default_backend(
 
 
 def _context_extras(backend: SandboxBackend | None, settings: Settings) -> dict[str, Any]:
-    """What every environment instance is handed: the prepared-state cache, when the
+    """What every environment instance is handed: the setup snapshots, when the
     backend can save sandboxes."""
     store = getattr(backend, "snapshots", None)  # a test double may not have one
     if store is None:
         return {}
-    cache = PreparedCache(
+    cache = SetupSnapshots(
         store,
-        max_entries=settings.prepared_cache_max_entries,
-        max_bytes=settings.prepared_cache_max_bytes,
+        max_entries=settings.setup_snapshots_max_entries,
+        max_bytes=settings.setup_snapshots_max_bytes,
     )
-    return {CONTEXT_CACHE: cache}
+    return {CONTEXT_SETUP_SNAPSHOTS: cache}
 
 
 def _prewarm(backend: SandboxBackend, environments: Sequence[type[Environment]]) -> None:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from orsbox.errors import GradingError, ImageNotFound, SandboxError, SandboxStartError
-from orsbox.observe.episodes import EpisodeRecorder, default_path
-from orsbox.observe.logs import SESSION_ID
-from orsbox.observe.metrics import Metrics
+from orsbox.monitoring.episodes import EpisodeRecorder, default_path
+from orsbox.monitoring.logs import SESSION_ID
+from orsbox.monitoring.metrics import Metrics
 from orsbox.protocol.types import RunToolError, RunToolSuccess, ToolCall
 from orsbox.sandbox.usage import CALL_TALLY, ExecTally, ResourceUsage
 from orsbox.server.secrets import LIVE_SECRETS
@@ -32,7 +32,7 @@ from orsbox.settings import Settings
 if TYPE_CHECKING:
     from orsbox.server.sessions import Session
 
-log = logging.getLogger("orsbox.observe")
+log = logging.getLogger("orsbox.observe")  # the name operators filter on; kept
 
 USAGE_TIMEOUT_S = 5.0
 

@@ -33,7 +33,7 @@ from pydantic import SecretStr
 from orsbox.authoring import Environment, EnvironmentContext
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
-from orsbox.observe.logs import SESSION_ID
+from orsbox.monitoring.logs import SESSION_ID
 from orsbox.server.cells import check_owned, mint
 from orsbox.server.observer import Observer, SessionStats
 from orsbox.server.secrets import LIVE_SECRETS

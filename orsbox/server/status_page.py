@@ -13,7 +13,7 @@ import time
 from html import escape
 from typing import Any
 
-from orsbox.observe.episodes import hacking_findings
+from orsbox.monitoring.episodes import hacking_findings
 
 REFRESH_S = 3
 

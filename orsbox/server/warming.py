@@ -2,7 +2,7 @@
 
 An environment with one spec for every task is warmed by its class's spec; one whose
 image is per task (a dataset format) is warmed for a task, and a task whose setup is
-cached is warmed with its prepared state's image: a warm hand-over then skips both the
+cached is warmed with its setup snapshot's image: a warm hand-over then skips both the
 container start and the setup.
 """
 

@@ -54,7 +54,7 @@ ITEMS: dict[str, list[str]] = {
         "tests/containers/test_container_lifecycle.py::test_sigkill_leaves_nothing_and_a_new_server_sweeps",
         "tests/sandbox/test_lifecycle.py::test_container_dies_with_its_server",
         "tests/sandbox/test_lifecycle.py::"
-        "test_a_server_killed_after_start_before_the_agent_arrived_leaves_nothing",
+        "test_a_server_killed_after_start_before_the_guest_arrived_leaves_nothing",
         "tests/sandbox/test_lifecycle.py::"
         "test_a_server_killed_before_start_leaves_an_inert_container_the_sweep_removes",
     ],

@@ -60,9 +60,9 @@ async def sandbox(runsc: DockerBackend, base_image: str) -> AsyncIterator[Docker
 
 
 async def user_processes(sandbox: DockerSandbox) -> int:
-    """Processes in the sandbox besides PID 1, the agent, its shell and this count."""
+    """Processes in the sandbox besides PID 1, the guest, its shell and this count."""
     result = await sandbox.shell("ls /proc | grep -c '^[0-9]'", timeout_s=20)
-    return int(result.output) - 5  # init, agent, shell, ls, grep
+    return int(result.output) - 5  # init, guest, shell, ls, grep
 
 
 @pytest.mark.parametrize("run", range(BOMB_RUNS))
@@ -81,7 +81,7 @@ async def test_a_fork_bomb_ends_and_the_session_answers(
 async def test_one_process_allocating_past_the_memory_fails_inside(
     cpu_load: None, sandbox: DockerSandbox
 ) -> None:
-    """gVisor has no OOM killer inside: the agent gives each command RLIMIT_AS = the
+    """gVisor has no OOM killer inside: the guest gives each command RLIMIT_AS = the
     sandbox's memory, so the allocation fails (MemoryError) instead of the host
     killing the whole sandbox."""
     result = await sandbox.shell('python3 -c "b = bytearray(6 * 1024**3)"', timeout_s=60)

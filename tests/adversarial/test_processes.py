@@ -20,13 +20,13 @@ PYTHON_SPIN = "while True: pass"
 
 
 def sandbox_itself(args: str) -> bool:
-    """Init, the agent (the container's command), the shell (and our `ps`)."""
+    """Init, the guest (the container's command), the shell (and our `ps`)."""
     own = ("/sbin/docker-init", "bash --noprofile", "ps -eo")
-    return args.startswith(own) or "orsbox-agent" in args
+    return args.startswith(own) or "orsbox-guest" in args
 
 
 def strays(ep: Episode) -> list[str]:
-    """Every process in the sandbox but its own (init, its command, agent, shell)."""
+    """Every process in the sandbox but its own (init, its command, guest, shell)."""
     text, _ = ep.bash("ps -eo args=")
     lines = [line.strip() for line in text.splitlines()]
     return [p for p in lines if p and not sandbox_itself(p)]
@@ -89,7 +89,7 @@ def test_a_thousand_short_lived_children_leave_no_zombie(hostile: Episode) -> No
     assert "<defunct>" not in hostile.bash("ps -ef")[0]
 
 
-def test_a_forged_sentinel_cannot_crash_the_agent(hostile: Episode) -> None:
+def test_a_forged_sentinel_cannot_crash_the_guest(hostile: Episode) -> None:
     """The shell marks a command's end with a random token a command can read; printing
     one with garbage for a status must not take the sandbox down. (Its output may then
     be one call late: the command lied about where its output ended.)"""

@@ -24,7 +24,7 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 
-ENVS = ["tests/adversarial/envs.py:Hostile", "tests/envs/container_envs.py:Sandboxed"]
+ENVS = ["tests/adversarial/envs.py:Hostile", "tests/fixture_envs/container_envs.py:Sandboxed"]
 RUNSC_BACKEND = json.dumps({"type": "docker", "engine": RUNSC_ENGINE, "runtime": "runsc"})
 
 

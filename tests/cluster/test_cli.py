@@ -31,7 +31,7 @@ def orsbox(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cluster_up_prints_the_url_and_down_removes_everything() -> None:
     state = Path(tempfile.mkdtemp(prefix="orsc-", dir="/tmp")) / "state"
     port = free_port()
-    target = "tests/envs/protocol_envs.py:Protocol"
+    target = "tests/fixture_envs/protocol_envs.py:Protocol"
     up = orsbox("cluster", "up", "1", target, "--port", str(port), "--state", str(state))
     try:
         assert up.returncode == 0, up.stderr

@@ -35,7 +35,10 @@ from tests.waiting import poll_until
 
 pytestmark = pytest.mark.cluster
 
-TARGETS = ["tests/envs/protocol_envs.py:Protocol", "tests/envs/container_envs.py:OnlyBash"]
+TARGETS = [
+    "tests/fixture_envs/protocol_envs.py:Protocol",
+    "tests/fixture_envs/container_envs.py:OnlyBash",
+]
 CELL3_MAX = 25  # above its share of the 60 concurrent episodes; the full-cell test fills it
 EPISODES = 60
 TOKEN = "cluster-token-0123456789abcdef"

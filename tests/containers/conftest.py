@@ -16,9 +16,9 @@ from tests.servers import LiveServer, start_server
 from tests.sse_client import Stream, post_sse
 
 CONTAINER_ENVS = [
-    "tests/envs/container_envs.py:Sandboxed",
-    "tests/envs/container_envs.py:OnlyBash",
-    "tests/envs/container_envs.py:MissingImage",
+    "tests/fixture_envs/container_envs.py:Sandboxed",
+    "tests/fixture_envs/container_envs.py:OnlyBash",
+    "tests/fixture_envs/container_envs.py:MissingImage",
 ]
 
 

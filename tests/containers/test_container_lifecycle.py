@@ -117,7 +117,7 @@ def test_sigkill_leaves_nothing_and_a_new_server_sweeps(
     )
     assert time.monotonic() - killed_at < 30
 
-    # leftovers the dead-man's switch could not remove (say, a container whose agent
+    # leftovers the dead-man's switch could not remove (say, a container whose guest
     # never attached) are swept by the next server that starts
     dead = {"orsbox.server": f"test-dead-{time.monotonic_ns()}"}
     docker_client.containers.run(

@@ -16,7 +16,7 @@ from orsbox.cli.run import local_server
 from tests.servers import ROOT, STARTED_PIDS
 
 EVAL_TIMEOUT_S = 240
-SUMS = "tests/envs/eval_envs.py"
+SUMS = "tests/fixture_envs/eval_envs.py"
 
 
 def argv(target: str, model_url: str, out: Path, *options: str) -> list[str]:
@@ -93,7 +93,7 @@ def rewards_by_task(out: Path) -> dict[int, list[float | None]]:
 
 @contextlib.contextmanager
 def sums_server() -> Iterator[tuple[str, Any]]:
-    """tests/envs/eval_envs.py served in this process (so a test reads its counters),
+    """tests/fixture_envs/eval_envs.py served in this process (so a test reads its counters),
     a real server on a loopback port; yields (url, the environment class)."""
     (environment,) = load_environment(str(ROOT / SUMS))
     environment.live = environment.most_live = 0

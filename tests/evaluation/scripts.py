@@ -1,5 +1,5 @@
 """What the scripted model does on each task of the bundled environments and of
-tests/envs/eval_envs.py, and the rewards that must come of it.
+tests/fixture_envs/eval_envs.py, and the rewards that must come of it.
 
 The bundled environments' own example episodes (environments/*/examples/*.jsonl) are
 the correct and wrong attempts, so the graders are checked on known answers.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.envs.eval_envs import TASKS
+from tests.fixture_envs.eval_envs import TASKS
 from tests.model_server import Script, Step
 from tests.servers import ROOT
 
@@ -68,7 +68,7 @@ CONTAINER_REWARDS = {
 
 
 def sums(*, rendezvous: int | None = None, hold_from: int | None = None) -> list[Script]:
-    """tests/envs/eval_envs.py: every task answered right at once; with `rendezvous`,
+    """tests/fixture_envs/eval_envs.py: every task answered right at once; with `rendezvous`,
     each first reply waits until that many wait together; tasks from `hold_from` on
     are held until the model server is released."""
     scripts = []

@@ -134,7 +134,7 @@ def test_any_ors_server_will_do_here_ors_sdks_reference_server(tmp_path: Path) -
     """The reference server answers a malformed call in its own words; the model
     reads them, recovers, and the run scores like orsbox's."""
     port = free_port()
-    server = spawn_server(["tests/envs/ors_sdk_sums.py", str(port)], tmp_path / "ors.log")
+    server = spawn_server(["tests/fixture_envs/ors_sdk_sums.py", str(port)], tmp_path / "ors.log")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, server, tmp_path / "ors.log", RUN_S)

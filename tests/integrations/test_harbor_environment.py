@@ -102,7 +102,7 @@ def test_harbors_template_task_as_it_ships(tmp_path: Path, base_image: str) -> N
 
 def test_through_an_orsbox_server_by_url_and_token(tmp_path: Path, base_image: str) -> None:
     server = start_server(
-        ["tests/envs/protocol_envs.py:Protocol"],
+        ["tests/fixture_envs/protocol_envs.py:Protocol"],
         tmp_path,
         sandbox_api=1,
         sandbox_tokens=json.dumps([TOKEN]),

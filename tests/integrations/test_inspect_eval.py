@@ -70,7 +70,7 @@ def two_cells() -> Iterator[LocalCluster]:
     root = Path(tempfile.mkdtemp(prefix="orsi-", dir="/tmp"))  # engine sockets: short paths
     settings = {"token": TOKEN, "sandbox_api": "1"}
     cluster = LocalCluster.up(
-        2, free_port(), ["tests/envs/protocol_envs.py:Protocol"], root,
+        2, free_port(), ["tests/fixture_envs/protocol_envs.py:Protocol"], root,
         images=["orsbox/base:latest"], settings=settings,
     )  # fmt: skip
     yield cluster

@@ -51,7 +51,7 @@ async def provider_env(
     if request.param == "server":
         tmp: Path = tmp_path_factory.mktemp("inspect-server")
         server = start_server(
-            ["tests/envs/protocol_envs.py:Protocol"],
+            ["tests/fixture_envs/protocol_envs.py:Protocol"],
             tmp,
             sandbox_api=1,
             sandbox_tokens=json.dumps([TOKEN]),

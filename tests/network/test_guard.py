@@ -90,7 +90,7 @@ async def test_orsbox_server_on_all_addresses_is_unreachable_through_the_gateway
     backend: DockerBackend, base_image: str, tmp_path: Path
 ) -> None:
     server = start_server(
-        ["tests/envs/container_envs.py:Sandboxed"],
+        ["tests/fixture_envs/container_envs.py:Sandboxed"],
         tmp_path,
         host="0.0.0.0",
         allow_network=1,
@@ -155,7 +155,7 @@ async def test_rules_listed_while_running_and_gone_after_close(base_image: str) 
 
 def test_rules_of_a_killed_server_are_removed_by_gc(tmp_path: Path) -> None:
     server = start_server(
-        ["tests/envs/container_envs.py:Sandboxed"],
+        ["tests/fixture_envs/container_envs.py:Sandboxed"],
         tmp_path,
         allow_network=1,
         server_id="test-guard-killed",

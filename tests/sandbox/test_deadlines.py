@@ -1,5 +1,5 @@
 """Every wait on Docker ends: an engine that accepts connections and then never answers
-(or stops halfway through an answer), and an agent that stops answering, each end in a
+(or stops halfway through an answer), and a guest that stops answering, each end in a
 clear error instead of a thread or a session held forever."""
 
 from __future__ import annotations
@@ -93,24 +93,24 @@ async def test_an_archive_read_that_stalls_midway_ends(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
-async def test_an_agent_that_stops_answering_is_given_up(
+async def test_a_guest_that_stops_answering_is_given_up(
     backend: DockerBackend,
     base_image: str,
     docker_client: docker.DockerClient,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A stopped agent neither answers nor reads: a large write blocks on a full socket.
+    """A stopped guest neither answers nor reads: a large write blocks on a full socket.
     Both the send and the wait for the answer are bounded, and the sandbox is then given
     up for good, so later calls fail at once instead of waiting as long again."""
-    monkeypatch.setattr("orsbox.sandbox.agent.sandbox.REPLY_GRACE_S", 0.5)
-    monkeypatch.setattr("orsbox.sandbox.agent.sandbox.FILE_OP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("orsbox.sandbox.guest.sandbox.REPLY_GRACE_S", 0.5)
+    monkeypatch.setattr("orsbox.sandbox.guest.sandbox.FILE_OP_TIMEOUT_S", 1.0)
     sandbox = await backend.start(SandboxSpec(image=base_image))
     assert (await sandbox.shell("echo up")).output == "up\n"
-    stop = ["pkill", "-STOP", "-f", "orsbox-agent"]
+    stop = ["pkill", "-STOP", "-f", "orsbox-guest"]
     assert docker_client.containers.get(sandbox.id).exec_run(stop).exit_code == 0
     with anyio.fail_after(20):
-        with pytest.raises(SandboxGone, match=r"agent did not answer within 1\.5s"):
+        with pytest.raises(SandboxGone, match=r"guest did not answer within 1\.5s"):
             await sandbox.write_file("/tmp/big", b"x" * 64 * 1024**2)
-        with pytest.raises(SandboxGone, match="agent did not answer"):
+        with pytest.raises(SandboxGone, match="guest did not answer"):
             await sandbox.shell("echo again")
     assert not sandbox.alive

@@ -110,7 +110,7 @@ async def test_container_dies_with_its_server(
         assert container_id, "the owner process did not start a sandbox"
         owner.send_signal(signal.SIGKILL)
         owner.wait()
-        # the attach's end is the agent's stdin EOF
+        # the attach's end is the guest's stdin EOF
         await wait_until_async(lambda: gone(docker_client, container_id), 10, 0.05, "no container")
     finally:
         owner.kill()
@@ -131,7 +131,7 @@ HALF_STARTED_SCRIPT = textwrap.dedent(
         labels = L.sandbox_labels(backend.server_id, "half", {})
         spec = SandboxSpec(image=sys.argv[1], session_id="half")
         container_id = await backend.engine.create(container_options(spec, name, labels, {}))
-        if sys.argv[2] == "started":  # attached and started; the agent never sent
+        if sys.argv[2] == "started":  # attached and started; the guest never sent
             sock = await backend.engine.start_attached(container_id)
         print(container_id, flush=True)
         await asyncio.sleep(3600)
@@ -168,10 +168,10 @@ async def run_killed_owner(script: str, *args: str) -> str:
         owner.wait()
 
 
-async def test_a_server_killed_after_start_before_the_agent_arrived_leaves_nothing(
+async def test_a_server_killed_after_start_before_the_guest_arrived_leaves_nothing(
     base_image: str, docker_client: docker.DockerClient
 ) -> None:
-    """The loader reads EOF where the agent should come: it exits, the container too."""
+    """The loader reads EOF where the guest should come: it exits, the container too."""
     container_id = await run_killed_owner(HALF_STARTED_SCRIPT, base_image, "started")
     await wait_until_async(lambda: gone(docker_client, container_id), 10, 0.05, "no container")
 

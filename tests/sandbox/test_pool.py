@@ -278,8 +278,8 @@ async def test_a_stack_of_wrappers_passes_the_whole_contract_through() -> None:
     """The warm pool in front of the metered backend in front of the real one (as the
     server stacks them): removing a listed sandbox reaches the real backend, and so do
     its kind and snapshot store."""
-    from orsbox.observe.metered_backend import MeteredBackend
-    from orsbox.observe.metrics import Metrics
+    from orsbox.monitoring.metered_backend import MeteredBackend
+    from orsbox.monitoring.metrics import Metrics
     from orsbox.sandbox.fake import FakeBackend
 
     real = FakeBackend()

@@ -298,11 +298,11 @@ async def test_memory_bomb_is_reported_and_the_sandbox_survives(backend: Sandbox
     assert sandbox.alive
 
 
-async def test_the_agent_is_the_containers_command_and_kill_processes_spares_it(
+async def test_the_guest_is_the_containers_command_and_kill_processes_spares_it(
     backend: SandboxBackend, sandbox: Sandbox
 ) -> None:
-    """The agent runs as init's child, not as a `docker exec`; killing every process
-    the sandbox's user started spares init, the agent and what was entered from
+    """The guest runs as init's child, not as a `docker exec`; killing every process
+    the sandbox's user started spares init, the guest and what was entered from
     outside (an operator's `docker exec`, parent pid 0)."""
     differs(backend, "no-container")
     assert isinstance(backend, DockerBackend)
@@ -311,11 +311,11 @@ async def test_the_agent_is_the_containers_command_and_kill_processes_spares_it(
     await anyio.to_thread.run_sync(lambda: container.exec_run(["sleep", "291"], detach=True))
     await wait_until_async(lambda: running(sandbox, "sleep 291"), 10)
     table = await processes(sandbox)
-    agent = [line.split() for line in table.splitlines() if "orsbox-agent" in line]
-    assert any(fields[1] == "1" and fields[0] != "1" for fields in agent), table
+    guest = [line.split() for line in table.splitlines() if "orsbox-guest" in line]
+    assert any(fields[1] == "1" and fields[0] != "1" for fields in guest), table
     await sandbox.shell("sleep 292 &")
     await sandbox.kill_processes()
     after = await processes(sandbox)
     assert "sleep 291" in after and "sleep 292" not in after, after
-    assert any(init in after for init in INITS) and "orsbox-agent" in after
+    assert any(init in after for init in INITS) and "orsbox-guest" in after
     assert (await sandbox.shell("echo ok")).output == "ok\n"

@@ -8,12 +8,12 @@ import subprocess
 import pytest
 
 from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
-from orsbox.sandbox.agent.channel import FrameReader, encode_frame
-from orsbox.sandbox.agent.loader import agent_argv
-from orsbox.sandbox.agent.script import Capture
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.stream import DockerDemux
+from orsbox.sandbox.guest.channel import FrameReader, encode_frame
+from orsbox.sandbox.guest.loader import guest_argv
+from orsbox.sandbox.guest.script import Capture
 
 
 def test_capture_keeps_head_and_tail_within_the_cap() -> None:
@@ -59,7 +59,7 @@ def test_frame_reader_reassembles_split_frames() -> None:
 
 
 def test_frame_reader_on_a_plain_byte_stream() -> None:
-    """What a backend without Docker's multiplexing hands over: the agent's stdout."""
+    """What a backend without Docker's multiplexing hands over: the guest's stdout."""
     wire = encode_frame({"id": 1, "ok": True}, b"\x00data") + encode_frame({"id": 2})
     reader = FrameReader()
     frames = [f for i in range(0, len(wire), 4) for f in reader.feed(wire[i : i + 4])[0]]
@@ -101,8 +101,8 @@ def test_container_defaults_and_overrides() -> None:
     assert options["security_opt"] == ["no-new-privileges"] and options["auto_remove"]
     assert options["init"] is False and "user" not in options
     assert "privileged" not in options and "mounts" not in options
-    # the agent is the command, stdin open once: the attach's end is the container's
-    assert options["command"] == agent_argv() and "--sub" not in options["command"]
+    # the guest is the command, stdin open once: the attach's end is the container's
+    assert options["command"] == guest_argv() and "--sub" not in options["command"]
     assert options["stdin_open"] is True and options["detach"] is False
     assert options["log_config"]["type"] == "none"
 

@@ -49,7 +49,9 @@ def api_server_settings(**more: object) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def api_server(tmp_path_factory: pytest.TempPathFactory, base_image: str) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("sandbox-api")
-    server = start_server(["tests/envs/protocol_envs.py:Protocol"], tmp, **api_server_settings())
+    server = start_server(
+        ["tests/fixture_envs/protocol_envs.py:Protocol"], tmp, **api_server_settings()
+    )
     yield server
     server.stop()
 

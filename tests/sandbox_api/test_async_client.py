@@ -30,7 +30,7 @@ def network_server(
 ) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("sandbox-api-network")
     settings = api_server_settings(allow_network=1, image_map=f"python:3.11-slim={base_image}")
-    server = start_server(["tests/envs/protocol_envs.py:Protocol"], tmp, **settings)
+    server = start_server(["tests/fixture_envs/protocol_envs.py:Protocol"], tmp, **settings)
     yield server
     server.stop()
 

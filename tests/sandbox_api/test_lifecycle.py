@@ -37,7 +37,7 @@ async def test_killing_the_server_leaves_no_sandbox(
     tmp_path: Path, base_image: str, docker_client: docker.DockerClient
 ) -> None:
     server = start_server(
-        ["tests/envs/protocol_envs.py:Protocol"], tmp_path, **api_server_settings()
+        ["tests/fixture_envs/protocol_envs.py:Protocol"], tmp_path, **api_server_settings()
     )
     client = AsyncOpenReward(api_key=TOKEN_A, base_url="http://unused.invalid")
     client.session_base_url = server.url
@@ -60,7 +60,7 @@ async def test_a_hundred_sandboxes_from_ten_clients_leave_nothing(
 ) -> None:
     tokens = [f"load-client-{i:02d}-token" for i in range(10)]
     settings = api_server_settings(sandbox_tokens=json.dumps(tokens), sandbox_max_per_client=2)
-    server = start_server(["tests/envs/protocol_envs.py:Protocol"], tmp_path, **settings)
+    server = start_server(["tests/fixture_envs/protocol_envs.py:Protocol"], tmp_path, **settings)
     outputs: list[str] = []
 
     async def one_client(token: str) -> None:
@@ -84,7 +84,7 @@ def test_an_idle_sandbox_is_reaped(
     tmp_path: Path, base_image: str, docker_client: docker.DockerClient
 ) -> None:
     settings = api_server_settings(sandbox_timeout_s=1)
-    server = start_server(["tests/envs/protocol_envs.py:Protocol"], tmp_path, **settings)
+    server = start_server(["tests/fixture_envs/protocol_envs.py:Protocol"], tmp_path, **settings)
     try:
         body = sandbox_settings(base_image).model_dump()
         status, stream = post(server.url, "/create_sandbox", body, TOKEN_A)  # and no pings

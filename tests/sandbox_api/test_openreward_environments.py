@@ -1,4 +1,4 @@
-"""Environments written with `openreward.environments` (tests/envs/openreward_envs.py),
+"""Environments written with `openreward.environments` (tests/fixture_envs/openreward_envs.py),
 served by `orsbox serve` unchanged: their tools get their sandbox from this server's
 sandbox API, and the openreward and ors-sdk clients play them end to end."""
 
@@ -17,7 +17,10 @@ from ors.client import ORS
 from tests.sandbox_api.conftest import TOKEN_A, api_server_settings
 from tests.servers import LiveServer, start_server
 
-TARGETS = ["tests/envs/openreward_envs.py:LineCount", "tests/envs/openreward_envs.py:Dialogue"]
+TARGETS = [
+    "tests/fixture_envs/openreward_envs.py:LineCount",
+    "tests/fixture_envs/openreward_envs.py:Dialogue",
+]
 
 
 @pytest.fixture(scope="module")

@@ -91,7 +91,7 @@ def test_a_token_is_required(api_server: LiveServer, base_image: str) -> None:
 
 def test_the_api_cannot_be_enabled_without_a_token(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="ORSBOX_SANDBOX_API=1 needs a token"):
-        start_server(["tests/envs/protocol_envs.py:Protocol"], tmp_path, sandbox_api=1)
+        start_server(["tests/fixture_envs/protocol_envs.py:Protocol"], tmp_path, sandbox_api=1)
 
 
 def test_a_second_client_cannot_touch_the_first_ones_sandbox(
@@ -132,7 +132,7 @@ def test_per_client_cap(tmp_path: Path, base_image: str, monkeypatch: pytest.Mon
     from tests.sandbox_api.conftest import api_server_settings
 
     server = start_server(
-        ["tests/envs/protocol_envs.py:Protocol"],
+        ["tests/fixture_envs/protocol_envs.py:Protocol"],
         tmp_path,
         **api_server_settings(sandbox_max_per_client=1),
     )

@@ -15,7 +15,7 @@ from tests.sandbox_api.conftest import TOKEN_A, api_server_settings, sandbox_set
 from tests.servers import LiveServer, start_server
 
 pytestmark = pytest.mark.anyio
-TARGET = "tests/envs/openreward_envs.py:LineCount"
+TARGET = "tests/fixture_envs/openreward_envs.py:LineCount"
 MISSING = "orsbox/no-such-image:never"
 ELSEWHERE = "http://127.0.0.1:9"  # nothing listens on the discard port
 

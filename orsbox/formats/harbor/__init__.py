@@ -5,7 +5,7 @@ Terminal-Bench 1) or holds task folders, is one environment: one task per folder
 sorted by name. Modules, by concept:
 
     task_config  the task files' schemas, every field (pydantic, unknown fields refused)
-    honoured     what orsbox cannot honour, refused at load with task, field and reason
+    refusals     what orsbox cannot honour, refused at load with task, field and reason
     images       a task's image: its Dockerfile built (image map applied), or as given
     task         a task folder read into what an episode needs, for both formats
     verifier     grading exactly as Harbor's verifier (and Terminal-Bench 1's harness)

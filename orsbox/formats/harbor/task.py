@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Literal
 
 from orsbox.errors import ManifestError
-from orsbox.formats.harbor.honoured import task_toml_refusals, tb1_refusals
 from orsbox.formats.harbor.images import TaskImage, task_image
 from orsbox.formats.harbor.phases import NetworkAllowed, PhaseNetwork, phase_networks, refusals
+from orsbox.formats.harbor.refusals import task_toml_refusals, tb1_refusals
 from orsbox.formats.harbor.task_config import read_task_toml, read_task_yaml
 from orsbox.formats.options import FormatOptions
 from orsbox.sandbox.base import SandboxLimits

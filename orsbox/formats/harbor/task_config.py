@@ -6,7 +6,7 @@ Written here rather than imported from the `harbor` package: harbor 0.26.0 needs
 distributions (docs/harbor.md has the figures). Every field of the schema has a model;
 unlike Harbor's own models, these forbid unknown fields, so a misspelt key is an error
 naming the task and the field rather than a setting silently dropped. Whether orsbox can
-honour what a field asks is decided in `honoured.py`, not here.
+honour what a field asks is decided in `refusals.py`, not here.
 """
 
 from __future__ import annotations

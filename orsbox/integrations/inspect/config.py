@@ -26,7 +26,7 @@ URL_VARIABLE = "ORSBOX_URL"  # a server or cluster router; unset: sandboxes in-p
 TOKEN_VARIABLE = "ORSBOX_TOKEN"
 COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
 # Compose service keys orsbox honours, and keys it may ignore because orsbox does their
-# job itself (its agent keeps the container alive and runs every command).
+# job itself (its guest keeps the container alive and runs every command).
 HONOURED = {
     "image",
     "build",

@@ -1,8 +1,8 @@
 """`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
 
 Start is: create (a missing image answers there, so there is no separate look-up), attach
-and start in one go (the agent is the container's own command, see `orsbox.sandbox.agent.loader`), send
-the agent, say hello: three engine round trips and no `docker exec`. A
+and start in one go (the guest is the container's own command, see `orsbox.sandbox.guest.loader`), send
+the guest, say hello: three engine round trips and no `docker exec`. A
 start that fails or is cancelled half-way removes its container before raising, so
 nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
 before the create and filled with the image's content after the hello (`disk.py`).
@@ -13,7 +13,7 @@ fifty at once take longer each than fifty queued a few at a time, and starve the
 server's event loop and every running sandbox of CPU meanwhile. The bound is measured
 while starts queue (`orsbox.sandbox.start_limit`), unless fixed by `start_concurrency`.
 
-Containers never outlive their server: the agent's dead-man's switch ends the container
+Containers never outlive their server: the guest's dead-man's switch ends the container
 when the server's socket closes (even on SIGKILL), `auto_remove` deletes it, and `sweep`
 removes what a crash on a dead engine connection may still have left, judged by the
 owner labels (`labels.py`).
@@ -35,9 +35,6 @@ import anyio
 import docker
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
-from orsbox.sandbox.agent.channel import AgentChannel, ChannelClosed
-from orsbox.sandbox.agent.loader import agent_argv, agent_payload
-from orsbox.sandbox.agent.sandbox import check
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
@@ -56,13 +53,16 @@ from orsbox.sandbox.docker.proxy import sweep_proxies
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
+from orsbox.sandbox.guest.channel import ChannelClosed, GuestChannel
+from orsbox.sandbox.guest.loader import guest_argv, guest_payload
+from orsbox.sandbox.guest.sandbox import check
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.start_limit import StartLimit
 from orsbox.sandbox.usage import ResourceUsage
 
 log = logging.getLogger("orsbox.sandbox.docker")
 
-AGENT_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
+GUEST_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
 START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
 PULL_READ_TIMEOUT_S = 600.0  # a pull may print nothing this long (a big layer extracting)
@@ -111,7 +111,7 @@ class DockerBackend(SandboxBackend):
         )
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
         self._engine_product: str | None = None  # "Podman 4.3.1": asked once, for a runtime
-        agent_payload()  # compiled now, not on the event loop at the first start
+        guest_payload()  # compiled now, not on the event loop at the first start
 
     # -- start
 
@@ -278,7 +278,7 @@ class DockerBackend(SandboxBackend):
             layer_bound_bytes=layer_bound_bytes,
             name=name,
             channel=channel,
-            open_agent=functools.partial(self._open_sub_agent, container_id, name),
+            open_guest=functools.partial(self._open_sub_guest, container_id, name),
             guarded=self.guarded,
             allowlist=self.allowlist,
             on_closed=lambda s: self._sandboxes.pop(s.id, None),
@@ -295,32 +295,32 @@ class DockerBackend(SandboxBackend):
         *,
         shell: bool,
         address_space: int | None = None,
-    ) -> AgentChannel:
-        """Send the agent to its loader and wait for its hello. With `shell`, the agent
-        starts its persistent shell just after (a sub-agent runs one exec, no shell).
-        `address_space`: the RLIMIT_AS the agent gives each command it starts
+    ) -> GuestChannel:
+        """Send the guest to its loader and wait for its hello. With `shell`, the guest
+        starts its persistent shell just after (a sub-guest runs one exec, no shell).
+        `address_space`: the RLIMIT_AS the guest gives each command it starts
         (`options.address_space_bound`)."""
         try:
-            channel = await AgentChannel.connect(sock, name, on_lost, DockerDemux())
+            channel = await GuestChannel.connect(sock, name, on_lost, DockerDemux())
         except BaseException:
             sock.close()
             raise
         hello = {"op": "hello", "shell": shell, "address_space": address_space}
         try:
-            await channel.send_raw(agent_payload())
-            header, _ = await channel.request(hello, timeout_s=AGENT_HELLO_TIMEOUT_S)
+            await channel.send_raw(guest_payload())
+            header, _ = await channel.request(hello, timeout_s=GUEST_HELLO_TIMEOUT_S)
             check(header)
         except TimeoutError:
             channel.close()
-            raise SandboxStartError(f"the sandbox agent in {name} did not answer") from None
+            raise SandboxStartError(f"the sandbox guest in {name} did not answer") from None
         except BaseException:
             channel.close()
             raise
         return channel
 
-    async def _open_sub_agent(self, container_id: str, name: str, user: str) -> AgentChannel:
+    async def _open_sub_guest(self, container_id: str, name: str, user: str) -> GuestChannel:
         try:
-            sock = await self.engine.attach_exec(container_id, agent_argv(sub=True), user)
+            sock = await self.engine.attach_exec(container_id, guest_argv(sub=True), user)
             return await self._greet(sock, f"{name}[{user}]", None, shell=False)
         except ChannelClosed:
             raise SandboxError(f"could not run a command as user {user!r} in {name}") from None

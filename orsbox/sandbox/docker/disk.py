@@ -10,7 +10,7 @@ them together (a session that fills them has that much less memory, nothing more
 
 A tmpfs hides what the image has in its folder (a repository in /workspace, dotfiles in
 home), so that content is copied in at start: read once per image from a created, never
-started container, and unpacked by an agent running as the folder's owner (the folder
+started container, and unpacked by a guest running as the folder's owner (the folder
 keeps its owner and mode: `uid`/`gid` on the mount, and runc copies the mode). Content
 larger than `CACHE_MAX_BYTES` is not kept; it is read again from each new container
 before it starts.
@@ -60,7 +60,7 @@ class DiskPlan:
         }
 
     def owner(self, folder: Folder) -> str | None:
-        """Who unpacks the folder's content: None for the sandbox's own agent."""
+        """Who unpacks the folder's content: None for the sandbox's own guest."""
         owner = f"{folder.uid}:{folder.gid}"
         return None if owner == self.user else owner
 

@@ -296,14 +296,14 @@ class Engine:
 
     async def attach_exec(self, container_id: str, argv: list[str], user: str) -> socket.socket:
         """Start `argv` as an attached exec (stdin open, no tty); return its raw socket."""
-        return await self.run("start the sandbox agent", self._attach, container_id, argv, user)
+        return await self.run("start the sandbox guest", self._attach, container_id, argv, user)
 
     def _attach(self, container_id: str, argv: list[str], user: str) -> socket.socket:
         api = self.client.api
         exec_id = api.exec_create(container_id, argv, stdin=True, tty=False, user=user)["Id"]
         return own_socket(api.exec_start(exec_id, socket=True, tty=False))
 
-    # -- images made from containers (prepared-state cache, forks: `snapshots.py`)
+    # -- images made from containers (setup snapshots, forks: `snapshots.py`)
 
     async def commit(
         self, container_id: str, repository: str, tag: str, labels: dict[str, str]

@@ -1,14 +1,14 @@
 """How a `SandboxSpec` becomes `docker create` options.
 
 Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides any key.
-  - the agent's loader as the command (`orsbox.sandbox.agent.loader`), attached before start with stdin
+  - the guest's loader as the command (`orsbox.sandbox.guest.loader`), attached before start with stdin
     open once (`StdinOnce`): when the server's attach connection closes, whatever the
-    reason (SIGKILL included), the agent reads EOF and exits, and with it the container
+    reason (SIGKILL included), the guest reads EOF and exits, and with it the container
     (its dead-man's switch). A container created but never started runs nothing; the
     next server's sweep removes it by its dead owner's labels;
   - under `init=True` (tini reaps zombies, and ends the container's last processes
-    when the agent, its child, exits; with `init=False` the agent is PID 1 itself);
-  - no log driver: the agent's stdout is the channel to the server, not a log;
+    when the guest, its child, exits; with `init=False` the guest is PID 1 itself);
+  - no log driver: the guest's stdout is the channel to the server, not a log;
   - `auto_remove`: a container that exits disappears, whoever stopped it;
   - no network unless asked (only a loopback interface; when asked, the guarded
     network of `guarded.py`, not Docker's default bridge), memory limit without swap,
@@ -19,7 +19,7 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
   - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`);
   - under gVisor (`runtime="runsc"`), the pids limit moves inside: gVisor's own host
     threads count against a cgroup pids limit (162 for an idle ptrace sandbox) and
-    reaching it kills the whole sandbox instead of failing a fork. So the guest gets
+    reaching it kills the whole sandbox instead of failing a fork. So its processes get
     `limits.pids` as RLIMIT_NPROC (gVisor enforces it: a fork past it fails with
     EAGAIN, as under runc) and the host cgroup a looser bound that still protects the
     host (`gvisor_host_pids`). See docs/gvisor.md.
@@ -33,11 +33,11 @@ from typing import Any
 
 from docker.types import Mount, Ulimit
 
-from orsbox.sandbox.agent.loader import agent_argv
 from orsbox.sandbox.base import HostMount, SandboxLimits, SandboxSpec
 from orsbox.sandbox.config import is_gvisor
+from orsbox.sandbox.guest.loader import guest_argv
 
-AGENT_COMMAND = agent_argv()
+GUEST_COMMAND = guest_argv()
 NO_LOGS = {"type": "none", "config": {}}
 GVISOR_THREADS = 512  # gVisor's own host threads: 49 idle, more under load
 GVISOR_THREADS_PER_PROCESS = 16  # fork bomb peaks: 11-14 per process (ptrace), ~2 (systrap)
@@ -81,7 +81,7 @@ def container_options(
     limits = spec.limits
     options: dict[str, Any] = {
         "image": spec.image,
-        "command": AGENT_COMMAND,
+        "command": GUEST_COMMAND,
         "name": name,
         "init": True,
         "auto_remove": True,
@@ -131,7 +131,7 @@ def gvisor_host_pids(limits: SandboxLimits) -> int:
 
 
 def address_space_bound(limits: SandboxLimits, runtime: str | None) -> int | None:
-    """The RLIMIT_AS the agent gives each command: under gVisor the sandbox's memory,
+    """The RLIMIT_AS the guest gives each command: under gVisor the sandbox's memory,
     so that one process allocating past it fails its allocation inside instead of
     ending the whole sandbox (gVisor has no OOM killer of its own; docs/gvisor.md).
     None under runc, whose kernel OOM killer ends just the process."""
@@ -139,7 +139,7 @@ def address_space_bound(limits: SandboxLimits, runtime: str | None) -> int | Non
 
 
 def gvisor_pids(limits: SandboxLimits) -> dict[str, Any]:
-    """Under gVisor the guest's process limit is RLIMIT_NPROC (the module docstring)."""
+    """Under gVisor the sandboxed processes' limit is RLIMIT_NPROC (the module docstring)."""
     return {
         "pids_limit": gvisor_host_pids(limits),
         "ulimits": [Ulimit(name="nproc", soft=limits.pids, hard=limits.pids)],

@@ -1,7 +1,7 @@
-"""`DockerSandbox`: one container, driven through its in-container agent
-(`orsbox.sandbox.agent.sandbox.AgentSandbox`). The only docker API calls a sandbox makes
+"""`DockerSandbox`: one container, driven through its in-container guest
+(`orsbox.sandbox.guest.sandbox.GuestSandbox`). The only docker API calls a sandbox makes
 are removing its container, inspecting it to explain a death, switching its network,
-starting a second, short-lived agent for `exec(user=...)` as another user, and
+starting a second, short-lived guest for `exec(user=...)` as another user, and
 measuring its writable layer when it has a storage bound (`layer_bound.py`)."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any, Literal
 import anyio
 
 from orsbox.errors import SandboxError, SandboxGone
-from orsbox.sandbox.agent.channel import AgentChannel, Header
-from orsbox.sandbox.agent.sandbox import AgentSandbox
 from orsbox.sandbox.base import ExecResult, KilledProcesses
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork, proxy_env
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.docker.layer_bound import LayerBound
+from orsbox.sandbox.guest.channel import GuestChannel, Header
+from orsbox.sandbox.guest.sandbox import GuestSandbox
 from orsbox.sandbox.usage import ResourceUsage
 
 log = logging.getLogger("orsbox.sandbox.docker")
@@ -29,7 +29,7 @@ log = logging.getLogger("orsbox.sandbox.docker")
 GONE_SETTLE_S = 3.0
 
 
-class DockerSandbox(AgentSandbox):
+class DockerSandbox(GuestSandbox):
     def __init__(
         self,
         *,
@@ -38,11 +38,11 @@ class DockerSandbox(AgentSandbox):
         guarded: GuardedNetwork,
         allowlist: AllowlistNetwork,
         layer_bound_bytes: int | None = None,
-        **agent: Any,
+        **guest: Any,
     ) -> None:
         """`layer_bound_bytes`: `SandboxLimits.writable_layer_bytes`, kept by measuring
         (`layer_bound.py`) after answered calls, on a period, and before grading."""
-        super().__init__(sandbox_id=container_id, **agent)
+        super().__init__(sandbox_id=container_id, **guest)
         self._engine = engine
         self._guarded = guarded
         self._allowlist = allowlist
@@ -60,7 +60,7 @@ class DockerSandbox(AgentSandbox):
         await super().close()
 
     async def _request(
-        self, channel: AgentChannel, request: Header, payload: bytes, timeout_s: float
+        self, channel: GuestChannel, request: Header, payload: bytes, timeout_s: float
     ) -> tuple[Header, bytes]:
         answer = await super()._request(channel, request, payload, timeout_s)
         if self._layer is not None:
@@ -166,7 +166,7 @@ def describe_state(state: dict[str, Any]) -> str:
     if state.get("OOMKilled"):
         return "the container ran out of memory and was killed (OOM)"
     if state.get("Running"):
-        return "the sandbox agent stopped, though the container still runs"
+        return "the sandbox guest stopped, though the container still runs"
     code = state.get("ExitCode")
     if code == 137:
         return "the container was killed (exit code 137)"

@@ -6,8 +6,8 @@ the time of last use, which must survive a restart for least-recently-used evict
 the tag: using a snapshot re-tags it with the current time (two engine calls, ~5 ms,
 made in the background). A commit inherits the container's labels; the owner labels
 (`labels.py`) are overwritten with this server's for a fork (so a later `sweep` or
-`orsbox gc` can remove the images of a server that died) and blanked for the prepared
-cache (its images are meant to outlive the server).
+`orsbox gc` can remove the images of a server that died) and blanked for setup
+snapshots (its images are meant to outlive the server).
 
 The container is paused during the commit (a consistent copy; about 0.3 s for a 50 MB
 change here) and goes on afterwards. What a commit does not hold: processes, memory,

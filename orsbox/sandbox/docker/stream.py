@@ -1,6 +1,6 @@
 """Docker's stream multiplexing: an attach or exec socket without a tty carries stdout
 and stderr in frames with an 8-byte header (stream type, 3 zero bytes, big-endian
-length). `DockerDemux` splits them for the agent channel (`orsbox.sandbox.agent.channel`),
+length). `DockerDemux` splits them for the guest channel (`orsbox.sandbox.guest.channel`),
 which itself only knows a byte stream."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The `openreward` client moves files over `/stat_file`, `/read_file` (offset, len
 and `/write_file` (a chunk at an offset, then a commit that checks the size, computes
 the sha256 and renames the file into place, so the target is never seen half-written).
 Each operation is one short Python program run with `Sandbox.exec` (every orsbox
-sandbox image has python3: its agent runs on it), so a transfer holds one chunk in
+sandbox image has python3: its guest runs on it), so a transfer holds one chunk in
 memory and works through any backend. A program reports a refusal on its output with
 an exit status naming the HTTP status; nothing it says is trusted beyond that.
 """

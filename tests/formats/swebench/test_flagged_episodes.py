@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from tests.formats.swebench import dataset, images
-from tests.observe.conftest import Episode, recording_server, wait_for_episode
-from tests.observe.test_episodes import episodes_cli
+from tests.monitoring.conftest import Episode, recording_server, wait_for_episode
+from tests.monitoring.test_episodes import episodes_cli
 
 pytestmark = [pytest.mark.docker]
 

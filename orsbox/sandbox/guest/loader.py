@@ -1,19 +1,19 @@
-"""How the agent gets into a sandbox: a short loader as `python3 -c`, the agent on stdin.
+"""How the guest gets into a sandbox: a short loader as `python3 -c`, the guest on stdin.
 
 The image needs no file of ours, and `ps` in the sandbox shows a short command line
-rather than 30 KB of agent source. The main agent is the container's own command (under
-`init`), so a sandbox costs no `docker exec` to start; a sub-agent (`exec(user=...)`) is
+rather than 30 KB of guest source. The main guest is the container's own command (under
+`init`), so a sandbox costs no `docker exec` to start; a sub-guest (`exec(user=...)`) is
 the same loader started by `docker exec`.
 
-What the host sends first, before any agent frame: two 10-digit lengths, then the agent
-compiled by the host's python (marshal, behind its 4-byte magic number), then the agent's
+What the host sends first, before any guest frame: two 10-digit lengths, then the guest
+compiled by the host's python (marshal, behind its 4-byte magic number), then the guest's
 source. A container whose python has the same magic number runs the compiled code and
 skips compiling 1000 lines, a good part of a cold start; any other python compiles the
 source. The magic number changes with every change of the bytecode format, so equal
 magic means the code object loads as compiled.
 
 `-I` ignores the image's `PYTHON*` variables (a `PYTHONPATH` must not shadow a module
-the agent imports); `-S` skips `site`, which the agent, using only the standard
+the guest imports); `-S` skips `site`, which the guest, using only the standard
 library, does not need and which costs a few milliseconds per start.
 """
 
@@ -24,7 +24,7 @@ import importlib.util
 import marshal
 from pathlib import Path
 
-AGENT_NAME = "orsbox-agent"  # the code's file name in tracebacks; `ps` shows it too
+GUEST_NAME = "orsbox-guest"  # the code's file name in tracebacks; `ps` shows it too
 
 LOADER = f"""import os
 def r(n):
@@ -43,20 +43,20 @@ try:
     c = marshal.loads(c[4:]) if c[:4] == MAGIC_NUMBER else None
 except Exception:
     c = None
-exec(c or compile(s, '{AGENT_NAME}', 'exec'))"""
+exec(c or compile(s, '{GUEST_NAME}', 'exec'))"""
 
 
-def agent_argv(sub: bool = False) -> list[str]:
-    """The command that starts an agent: the container's own (`sub=False`, the agent
+def guest_argv(sub: bool = False) -> list[str]:
+    """The command that starts a guest: the container's own (`sub=False`, the guest
     whose stdin EOF ends the container) or a `docker exec` one as another user."""
     return ["python3", "-I", "-S", "-c", LOADER, *(["--sub"] if sub else [])]
 
 
 @functools.cache
 @functools.cache
-def agent_payload() -> bytes:
+def guest_payload() -> bytes:
     """What the loader reads from stdin (see the module docstring). Made once: it
-    compiles the agent, tens of milliseconds of the event loop per sandbox started."""
+    compiles the guest, tens of milliseconds of the event loop per sandbox started."""
     source = (Path(__file__).parent / "script.py").read_bytes()
-    code = importlib.util.MAGIC_NUMBER + marshal.dumps(compile(source, AGENT_NAME, "exec"))
+    code = importlib.util.MAGIC_NUMBER + marshal.dumps(compile(source, GUEST_NAME, "exec"))
     return b"%010d%010d" % (len(code), len(source)) + code + source

@@ -1,16 +1,16 @@
-"""The in-container agent: one process per sandbox that runs every command for the host.
+"""The in-container guest: one process per sandbox that runs every command for the host.
 
 Started as the container's own command, `python3 -c <loader>`, the loader reading this
-agent from stdin (so the image needs python3 >= 3.7 and bash, no copied files; see
+guest from stdin (so the image needs python3 >= 3.7 and bash, no copied files; see
 `loader.py`); the host attaches to the container's stdin and stdout before starting it.
 It turns a 54 ms `docker exec` per call into a sub-millisecond round trip on a socket
-that stays open. A sub-agent (`--sub`, to run as another user) is the same loader
+that stays open. A sub-guest (`--sub`, to run as another user) is the same loader
 started by `docker exec`.
 Standard library only; single-threaded on purpose: a fork bomb that exhausts the pids
-limit must not stop the agent from sweeping it (a thread is a pid too). One long module
+limit must not stop the guest from sweeping it (a thread is a pid too). One long module
 on purpose too: it travels as one source text.
 
-Wire format, both directions (host -> agent on stdin, agent -> host on stdout; stdout
+Wire format, both directions (host -> guest on stdin, guest -> host on stdout; stdout
 carries nothing else, diagnostics go to stderr):
 
     >II  header length, payload length | header: JSON object | payload: raw bytes
@@ -22,11 +22,11 @@ write, untar. Each gets exactly one reply with the same `id`: `{"ok": true, ...}
 stdin and written data travel as the payload, never as JSON text, so binary data and
 50 MB files cost no escaping.
 
-The agent sends nothing until the host's `hello`: bytes that arrived while the host's
+The guest sends nothing until the host's `hello`: bytes that arrived while the host's
 HTTP client was still reading docker's upgrade response could be lost.
 
 Dead-man's switch: EOF on stdin means the server died or let go of the sandbox; the
-agent then ends the container, whose command it is (`Agent.stop`), and `auto_remove`
+guest then ends the container, whose command it is (`Guest.stop`), and `auto_remove`
 deletes it.
 """
 
@@ -60,7 +60,7 @@ OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.
 
 
 def log(message):
-    sys.stderr.write(f"orsbox-agent: {message}\n")
+    sys.stderr.write(f"orsbox-guest: {message}\n")
     sys.stderr.flush()
 
 
@@ -200,7 +200,7 @@ def kill_sweep(select_victims, killed=None, hold=None):
 
     `hold`, when given, is called before every look at the process table: the shell's
     sweep passes one that stops the shell's whole process group with a single system
-    call. Under gVisor every system call of this agent is a round trip through the
+    call. Under gVisor every system call of this guest is a round trip through the
     Sentry, which a bomb's hundreds of runnable processes (and the sandbox's CPU quota
     they exhaust) slow to tens of milliseconds: a pass over /proc took 1-8 s and the
     sweep lost the race for 30 s and more. Stopped, the bomb uses no CPU and forks no
@@ -352,7 +352,7 @@ class OomCounter:
         return None
 
 
-OOM = None  # the agent's OomCounter, made in main()
+OOM = None  # the guest's OomCounter, made in main()
 
 
 def command_script():
@@ -391,7 +391,7 @@ def oom_count():
 
 
 def raise_oom_score():
-    """Make this process, not the agent or PID 1, the OOM victim."""
+    """Make this process, not the guest or PID 1, the OOM victim."""
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
@@ -463,7 +463,7 @@ class ShellCall:
 class Shell:
     """A persistent `bash --noprofile --norc` whose state survives between calls.
 
-    Per call the agent writes the command, quoted, into a memfd and one short fixed line
+    Per call the guest writes the command, quoted, into a memfd and one short fixed line
     to bash's stdin: bash sources the memfd, which `eval`s the command at top level (not
     inside a function, where `declare` would be local), then prints a NUL-framed
     sentinel with a per-shell random token and `$?`. (Without memfd the command goes
@@ -471,8 +471,8 @@ class Shell:
     share one pipe so output interleaves as on a terminal; the pipe is drained at all
     times, also between calls (background jobs), into bounded captures."""
 
-    def __init__(self, agent):
-        self.agent = agent
+    def __init__(self, guest):
+        self.guest = guest
         self.proc = None
         self.call = None
         self.out_open = False
@@ -501,7 +501,7 @@ class Shell:
             os.close(cmd_r)
         self.out_r, self.out_open, self.pending = out_r, True, b""
         os.set_blocking(out_r, False)
-        self.agent.sel.register(out_r, selectors.EVENT_READ, self.on_output)
+        self.guest.sel.register(out_r, selectors.EVENT_READ, self.on_output)
         # bash reads a pipe (its stdin) one byte at a time, a system call per byte,
         # which costs tens of microseconds under gVisor: the per-call line is short and
         # the command comes from a memfd bash sources (read in one go). The eval stays
@@ -539,7 +539,7 @@ class Shell:
 
     def close_output(self):
         if self.out_open:
-            self.agent.sel.unregister(self.out_r)
+            self.guest.sel.unregister(self.out_r)
             os.close(self.out_r)
             self.out_open = False
 
@@ -616,7 +616,7 @@ class Shell:
             wait_dead(call.killed)
         if note:
             call.notes.append(note)
-        self.agent.reply_result(call, None if call.timed_out else code)
+        self.guest.reply_result(call, None if call.timed_out else code)
 
     # -- output
 
@@ -764,7 +764,7 @@ class Shell:
         that began after it, except what a one-off exec or a `docker exec` owns, and the
         background jobs of earlier calls (with what they started)."""
         me, shell = os.getpid(), self.proc.pid
-        protected = self.agent.exec_pids() | call.earlier_jobs
+        protected = self.guest.exec_pids() | call.earlier_jobs
         since = call.start_tick
         out = []
         for pid, (_, sid, start, _) in table.items():
@@ -801,7 +801,7 @@ def carries_mark(pid, mark):
 def escaped_from_shell(table, mark=SHELL_MARK):
     """Orphans the shell (or, with an exec's `mark`, that exec) started (their oldest
     living ancestor's parent is init), with everything they started. Not the
-    container's own command, the agent or another's orphans: none carries the mark."""
+    container's own command, the guest or another's orphans: none carries the mark."""
     marked = {}
     out = []
     for pid in table:
@@ -830,9 +830,9 @@ class ExecCall:
     kill its whole tree. It finishes when its process exits (after a short last read),
     not when every background child has closed the output pipe."""
 
-    def __init__(self, agent, rid, req, stdin):
-        self.agent, self.rid = agent, rid
-        self.mark = f"{os.getpid()}-{rid}"  # unique among agents (a sub-agent counts its own)
+    def __init__(self, guest, rid, req, stdin):
+        self.guest, self.rid = guest, rid
+        self.mark = f"{os.getpid()}-{rid}"  # unique among guests (a sub-guest counts its own)
         self.capture = Capture(req.get("cap", 65536))
         self.timeout = float(req.get("timeout", 60))
         self.started = time.time()
@@ -843,10 +843,10 @@ class ExecCall:
         self.stdin = memoryview(stdin)
         self.proc = self.spawn(req, bool(stdin))
         os.set_blocking(self.proc.stdout.fileno(), False)
-        agent.sel.register(self.proc.stdout.fileno(), selectors.EVENT_READ, self.on_output)
+        guest.sel.register(self.proc.stdout.fileno(), selectors.EVENT_READ, self.on_output)
         if stdin:
             os.set_blocking(self.proc.stdin.fileno(), False)
-            agent.sel.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, self.on_stdin)
+            guest.sel.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, self.on_stdin)
         self.out_open = True
 
     def spawn(self, req, has_stdin):
@@ -872,7 +872,7 @@ class ExecCall:
             n = len(self.stdin)  # the command stopped reading; drop the rest
         self.stdin = self.stdin[n:]
         if not self.stdin:
-            self.agent.sel.unregister(fd)
+            self.guest.sel.unregister(fd)
             self.proc.stdin.close()
 
     def on_output(self, fd):
@@ -886,7 +886,7 @@ class ExecCall:
 
     def close_output(self):
         if self.out_open:
-            self.agent.sel.unregister(self.proc.stdout.fileno())
+            self.guest.sel.unregister(self.proc.stdout.fileno())
             self.proc.stdout.close()
             self.out_open = False
 
@@ -923,13 +923,13 @@ class ExecCall:
             self.capture.add(data)
         self.close_output()
         if self.stdin:
-            self.agent.sel.unregister(self.proc.stdin.fileno())
+            self.guest.sel.unregister(self.proc.stdin.fileno())
             self.proc.stdin.close()
-        del self.agent.execs[self.rid]
+        del self.guest.execs[self.rid]
         if self.timed_out:
             wait_dead(self.killed)
         code = exit_code_of(self.proc.returncode)
-        self.agent.reply_result(self, None if self.timed_out else code)
+        self.guest.reply_result(self, None if self.timed_out else code)
 
 
 # ---------------------------------------------------------------------------- files
@@ -1002,7 +1002,7 @@ def write_file(path, data, mode):
 
 
 def untar(dest, data):
-    import tarfile  # here, not at the top: a fifth of the agent's start, for a rare op
+    import tarfile  # here, not at the top: a fifth of the guest's start, for a rare op
 
     try:
         os.makedirs(dest, exist_ok=True)
@@ -1020,7 +1020,7 @@ def untar(dest, data):
 # ---------------------------------------------------------------------------- the loop
 
 
-class Agent:
+class Guest:
     def __init__(self, dead_man):
         self.dead_man = dead_man
         self.sel = selectors.DefaultSelector()
@@ -1071,7 +1071,7 @@ class Agent:
             self.handle(rid, req.get("op"), req, payload)
         except FileError as e:
             self.reply(rid, {"ok": False, "kind": "file", "error": str(e)})
-        except Exception as e:  # one bad request must not take the agent down
+        except Exception as e:  # one bad request must not take the guest down
             log(f"request {req.get('op')!r} failed: {e!r}")
             self.reply(rid, {"ok": False, "kind": "bad", "error": f"{type(e).__name__}: {e}"})
 
@@ -1108,9 +1108,9 @@ class Agent:
 
     def kill_all(self):
         """Kill every process the sandbox's user could have started: all but the
-        container's own (PID 1 and what started before this agent), processes entered
-        from outside (this agent, sub-agents: their parent is outside, pid 0) and this
-        agent's ancestors. Before grading, so nothing the agent left running can change
+        container's own (PID 1 and what started before this guest), processes entered
+        from outside (this guest, sub-guests: their parent is outside, pid 0) and this
+        guest's ancestors. Before grading, so nothing the LLM agent left running can change
         files or forge results while the grader runs. The shell starts afresh on the
         next call. A process of another user may survive (no CAP_KILL): none of the
         agent's could have changed user (no-new-privileges, no capabilities).
@@ -1126,8 +1126,8 @@ class Agent:
             pid = table[pid][0]
 
         def ours(entry):
-            # Started after the agent; in the agent's own clock tick only if not a child
-            # of PID 1, as a container command started just before the agent may be.
+            # Started after the guest; in the guest's own clock tick only if not a child
+            # of PID 1, as a container command started just before the guest may be.
             ppid, _, started, _ = entry
             return started > born or (started == born and ppid != 1)
 
@@ -1196,9 +1196,9 @@ class Agent:
 
     def stop(self):
         """stdin closed: the host is gone. As the dead-man's switch, end the container.
-        The agent is its command, so its exit alone would do under init; but an image's
+        The guest is its command, so its exit alone would do under init; but an image's
         entrypoint may run the command as a child and outlive it, so PID 1 is told too
-        and every other process is killed (the agent may die of the SIGTERM on the way,
+        and every other process is killed (the guest may die of the SIGTERM on the way,
         which ends the container all the same)."""
         if not self.dead_man:
             os._exit(0)
@@ -1224,8 +1224,8 @@ def main(argv):
     global OOM
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     OOM = OomCounter()
-    agent = Agent(dead_man="--sub" not in argv)
-    agent.serve()
+    guest = Guest(dead_man="--sub" not in argv)
+    guest.serve()
 
 
 if __name__ == "__main__":

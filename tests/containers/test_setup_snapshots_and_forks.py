@@ -1,4 +1,4 @@
-"""The prepared-state cache and forks, on a real server and engine.
+"""Setup snapshots and forks, on a real server and engine.
 
 One manifest environment (named per run: other runs share the engine) whose setup
 installs a Debian package built from a copied-in folder, records the task's field, and
@@ -235,7 +235,7 @@ def test_gc_lists_and_prunes_saved_states(
     ep = open_task(server, env_name, 0)  # the saved state of task 0 exists now
     ep.delete()
     assert saved_states(docker_client, env_name)
-    argv = [sys.executable, "-m", "orsbox.cli.main", "gc", "--prepared"]
+    argv = [sys.executable, "-m", "orsbox.cli.main", "gc", "--setup-snapshots"]
     done = subprocess.run(
         [*argv, "--environment", env_name],
         cwd=ROOT,
@@ -253,7 +253,7 @@ def test_gc_lists_and_prunes_saved_states(
     again.delete()
 
 
-def test_warming_a_cached_task_pools_its_prepared_state(
+def test_warming_a_cached_task_pools_its_setup_snapshot(
     server: LiveServer, env_name: str, docker_client: docker.DockerClient
 ) -> None:
     first = open_task(server, env_name, 1)

@@ -1,7 +1,7 @@
 """Usage per session, from the sandbox's cgroup: a session that burns one CPU second
 and holds 200 MB shows both, within 20%, while it lives (`orsbox ps`, the status page)
 and in its episode record after. (CPU is compared past what the idle session had used
-by then: starting the sandbox and its agent costs a tenth of a second or two.)"""
+by then: starting the sandbox and its guest costs a tenth of a second or two.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.observe.conftest import Episode, orsbox, wait_for_episode
+from tests.monitoring.conftest import Episode, orsbox, wait_for_episode
 from tests.servers import LiveServer
 
 MB = 10**6

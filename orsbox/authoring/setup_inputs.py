@@ -1,6 +1,6 @@
 """What a cacheable setup's outcome depends on, as data for the cache key.
 
-`ContainerEnvironment.setup_inputs` gathers it; `orsbox.sandbox.prepared` hashes it with
+`ContainerEnvironment.setup_inputs` gathers it; `orsbox.sandbox.setup_snapshots` hashes it with
 the environment's name and the image's id. A host folder copied in counts by each
 file's path, size, modification time and mode (what `make` and `rsync` judge by):
 reading every byte of a large folder on each episode's start would cost more than
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-CONTEXT_CACHE = "prepared_cache"  # EnvironmentContext.extras key of the server's cache
+CONTEXT_SETUP_SNAPSHOTS = "setup_snapshots"  # EnvironmentContext.extras key of the server's store
 
 
 def folder_fingerprint(folder: Path) -> list[tuple[str, int, int, int]]:

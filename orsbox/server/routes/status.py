@@ -16,8 +16,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from orsbox.errors import NotFound
-from orsbox.observe import episodes as E
-from orsbox.observe.metrics import CONTENT_TYPE, State
+from orsbox.monitoring import episodes as E
+from orsbox.monitoring.metrics import CONTENT_TYPE, State
 from orsbox.sandbox.pool import WarmPool
 from orsbox.server import status_page
 from orsbox.server.sessions import Session

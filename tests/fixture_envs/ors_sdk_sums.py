@@ -1,5 +1,5 @@
-"""tests/envs/eval_envs.py's sums written against ors-sdk and served by its reference
-server (`python tests/envs/ors_sdk_sums.py PORT`): `orsbox eval --url` must work with
+"""tests/fixture_envs/eval_envs.py's sums written against ors-sdk and served by its reference
+server (`python tests/fixture_envs/ors_sdk_sums.py PORT`): `orsbox eval --url` must work with
 any ORS server, not only orsbox."""
 
 from __future__ import annotations

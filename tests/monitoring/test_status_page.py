@@ -16,7 +16,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from tests.observe.conftest import (
+from tests.monitoring.conftest import (
     CODING,
     PROTOCOL,
     Episode,

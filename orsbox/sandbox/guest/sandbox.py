@@ -1,10 +1,10 @@
-"""`AgentSandbox`: a sandbox driven through its in-sandbox agent, whatever runs it.
+"""`GuestSandbox`: a sandbox driven through its in-sandbox guest, whatever runs it.
 
-Every verb is one request on the agent channel (see `channel.py`), so a shell call costs
+Every verb is one request on the guest channel (see `channel.py`), so a shell call costs
 a socket round trip, not a backend API call. What only the deployment knows is left to
 a subclass (`orsbox.sandbox.docker.sandbox.DockerSandbox`): removing the sandbox,
-explaining a death, and how a second, short-lived agent for `exec(user=...)` is started
-(`open_agent`).
+explaining a death, and how a second, short-lived guest for `exec(user=...)` is started
+(`open_guest`).
 
 When the channel closes under us (the container was killed, ran out of memory at PID 1,
 or the engine restarted) the sandbox is gone for good: `alive` turns false and every
@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 
 from orsbox.errors import SandboxError, SandboxFileError, SandboxGone
-from orsbox.sandbox.agent.channel import AgentChannel, ChannelClosed, Header
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -32,30 +31,31 @@ from orsbox.sandbox.base import (
     KilledProcesses,
     Sandbox,
 )
+from orsbox.sandbox.guest.channel import ChannelClosed, GuestChannel, Header
 from orsbox.sandbox.usage import tally
 
-log = logging.getLogger("orsbox.sandbox.agent")
+log = logging.getLogger("orsbox.sandbox.agent")  # the name operators filter on; kept
 
-REPLY_GRACE_S = 30.0  # the agent enforces timeouts; past timeout + this, it is stuck
+REPLY_GRACE_S = 30.0  # the guest enforces timeouts; past timeout + this, it is stuck
 FILE_OP_TIMEOUT_S = 300.0
 
-OpenAgent = Callable[[str], Awaitable[AgentChannel]]  # user -> a fresh sub-agent channel
+OpenGuest = Callable[[str], Awaitable[GuestChannel]]  # user -> a fresh sub-guest channel
 
 
-class AgentSandbox(Sandbox):
+class GuestSandbox(Sandbox):
     def __init__(
         self,
         *,
         sandbox_id: str,
         name: str,
-        channel: AgentChannel,
-        open_agent: OpenAgent,
-        on_closed: Callable[[AgentSandbox], None] = lambda sandbox: None,
+        channel: GuestChannel,
+        open_guest: OpenGuest,
+        on_closed: Callable[[GuestSandbox], None] = lambda sandbox: None,
     ) -> None:
         self.id = sandbox_id
         self.name = name
         self._channel = channel
-        self._open_agent = open_agent
+        self._open_guest = open_guest
         self._on_closed = on_closed
         self._shell_lock = asyncio.Lock()
         self._close_lock = asyncio.Lock()
@@ -70,10 +70,10 @@ class AgentSandbox(Sandbox):
         return not self._closed and self._channel.open
 
     def channel_lost(self) -> None:
-        """The agent's socket closed. Look at the sandbox now, before its deployment
+        """The guest's socket closed. Look at the sandbox now, before its deployment
         removes the evidence (Docker: auto_remove)."""
         if not self._closed and self._gone is None:
-            log.warning("sandbox %s: the agent connection closed", self.name)
+            log.warning("sandbox %s: the guest connection closed", self.name)
             self._gone = asyncio.get_running_loop().create_task(self._why_gone())
 
     # -- verbs
@@ -92,7 +92,7 @@ class AgentSandbox(Sandbox):
 
     async def restart_shell(self) -> None:
         # Not behind the shell lock: restarting is how a caller ends a stuck command
-        # (the agent answers that command with a note, then restarts).
+        # (the guest answers that command with a note, then restarts).
         await self._call({"op": "restart"}, b"", 30.0)
 
     async def kill_processes(self) -> int:
@@ -167,7 +167,7 @@ class AgentSandbox(Sandbox):
 
     async def _why_gone(self) -> str:
         """Why the sandbox is gone, as a message for the session."""
-        return f"sandbox {self.name} is gone: its agent's connection closed"
+        return f"sandbox {self.name} is gone: its guest's connection closed"
 
     # -- plumbing
 
@@ -177,7 +177,7 @@ class AgentSandbox(Sandbox):
         return await self._request(self._channel, request, payload, timeout_s)
 
     async def _request(
-        self, channel: AgentChannel, request: Header, payload: bytes, timeout_s: float
+        self, channel: GuestChannel, request: Header, payload: bytes, timeout_s: float
     ) -> tuple[Header, bytes]:
         if self._closed:
             raise SandboxGone(f"sandbox {self.name} was closed")
@@ -190,12 +190,12 @@ class AgentSandbox(Sandbox):
         check(header)
         return header, reply
 
-    def _give_up(self, channel: AgentChannel, waited_s: float) -> str:
-        """The agent enforces every timeout itself, so no answer long past one means the
-        agent or the engine is stuck: the sandbox is given up (terminal for the session)
+    def _give_up(self, channel: GuestChannel, waited_s: float) -> str:
+        """The guest enforces every timeout itself, so no answer long past one means the
+        guest or the engine is stuck: the sandbox is given up (terminal for the session)
         rather than letting each later call wait as long again."""
         message = (
-            f"sandbox {self.name} is gone: its agent did not answer within {waited_s:g}s "
+            f"sandbox {self.name} is gone: its guest did not answer within {waited_s:g}s "
             "(the sandbox or its engine is stuck)"
         )
         if channel is self._channel and self._gone is None:
@@ -207,11 +207,11 @@ class AgentSandbox(Sandbox):
     async def _call_as(
         self, user: str, request: Header, payload: bytes, timeout_s: float
     ) -> tuple[Header, bytes]:
-        """Run one exec through a second agent started as `user` (the main agent cannot
+        """Run one exec through a second guest started as `user` (the main guest cannot
         change its user); costs a `docker exec` (~60 ms) instead of a round trip."""
         if not self.alive:
             raise SandboxGone(await self._gone_message())
-        channel = await self._open_agent(user)
+        channel = await self._open_guest(user)
         try:
             return await self._request(channel, request, payload, timeout_s)
         finally:
@@ -228,10 +228,10 @@ class AgentSandbox(Sandbox):
 def check(header: Header) -> None:
     if header.get("ok"):
         return
-    message = str(header.get("error", "unknown agent error"))
+    message = str(header.get("error", "unknown guest error"))
     if header.get("kind") == "file":
         raise SandboxFileError(message)
-    raise SandboxError(f"sandbox agent: {message}")
+    raise SandboxError(f"sandbox guest: {message}")
 
 
 def to_result(header: Header, payload: bytes) -> ExecResult:

@@ -20,14 +20,14 @@ from tests.sse_client import Stream, post_sse
 from tests.waiting import wait_until
 
 CODING = str(ROOT / "environments" / "coding")
-PROTOCOL = "tests/envs/protocol_envs.py:Protocol"
+PROTOCOL = "tests/fixture_envs/protocol_envs.py:Protocol"
 
 __all__ = ["bundled_images", "example", "orsbox"]  # shared with tests/environments
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/observe" in str(item.fspath):
+        if "tests/monitoring" in str(item.fspath):
             item.add_marker(pytest.mark.docker)
 
 

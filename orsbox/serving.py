@@ -1,4 +1,4 @@
-"""Running the server: `Server([...]).run()` (the ors-sdk spelling) and `serve()`.
+"""Serving the app under uvicorn: `Server([...]).run()` (the ors-sdk spelling) and `serve()`.
 
 Uvicorn's own SIGINT/SIGTERM handling drives a graceful shutdown, which runs the app's
 shutdown phase and so tears down every session and its container.
@@ -20,12 +20,12 @@ from orsbox.settings import Settings
 
 def log_config(level: str, log_format: str = "human") -> dict[str, Any]:
     """Uvicorn's logging setup plus the `orsbox` loggers on the same handler; with
-    `log_format="json"` every line is one JSON object (`orsbox.observe.logs`)."""
+    `log_format="json"` every line is one JSON object (`orsbox.monitoring.logs`)."""
     config = copy.deepcopy(LOGGING_CONFIG)
     if log_format == "json":
         for formatter in config["formatters"].values():
             formatter.clear()
-            formatter["()"] = "orsbox.observe.logs.JsonFormatter"
+            formatter["()"] = "orsbox.monitoring.logs.JsonFormatter"
     config["loggers"]["orsbox"] = {
         "handlers": ["default"],
         "level": level.upper(),

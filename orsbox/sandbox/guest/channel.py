@@ -1,12 +1,12 @@
-"""The host side of the agent protocol: one asyncio connection per sandbox.
+"""The host side of the guest protocol: one asyncio connection per sandbox.
 
-The agent (`script.py`) runs inside the sandbox with its stdin and stdout on a socket
+The guest (`script.py`) runs inside the sandbox with its stdin and stdout on a socket
 the backend hands over (Docker: the raw socket of an attach). We give that socket to
 the event loop as a plain `asyncio.Protocol`, so an idle sandbox costs a socket and a
 few objects, not a thread, and a request costs no backend API call. stdout carries the
-agent's frames (see `script.py` for the format); a backend whose transport also
+guest's frames (see `script.py` for the format); a backend whose transport also
 carries stderr (Docker multiplexes both on one socket) passes a `Demux` that splits
-them, and stderr, the agent's diagnostics, is logged. A plain byte stream needs none.
+them, and stderr, the guest's diagnostics, is logged. A plain byte stream needs none.
 
 Requests carry ids, so several can be in flight at once (a shell call while files are
 read); replies are matched by id. When the socket closes every pending and later request
@@ -24,9 +24,9 @@ import struct
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-log = logging.getLogger("orsbox.sandbox.agent")
+log = logging.getLogger("orsbox.sandbox.agent")  # the name operators filter on; kept
 
-AGENT_HEAD = struct.Struct(">II")
+GUEST_HEAD = struct.Struct(">II")
 
 Header = dict[str, Any]
 
@@ -38,7 +38,7 @@ class Demux(Protocol):
 
 
 class ChannelClosed(Exception):
-    """The agent's socket closed: the container or the agent is gone."""
+    """The guest's socket closed: the container or the guest is gone."""
 
 
 async def _until_done(send: Coroutine[Any, Any, None], future: asyncio.Future[Any]) -> None:
@@ -56,40 +56,40 @@ async def _until_done(send: Coroutine[Any, Any, None], future: asyncio.Future[An
 
 def encode_frame(header: Header, payload: bytes = b"") -> bytes:
     raw = json.dumps(header).encode()
-    return AGENT_HEAD.pack(len(raw), len(payload)) + raw + payload
+    return GUEST_HEAD.pack(len(raw), len(payload)) + raw + payload
 
 
 class FrameReader:
-    """Turns the agent's byte stream (after `demux`, when the transport needs one) into
-    agent frames.
+    """Turns the guest's byte stream (after `demux`, when the transport needs one) into
+    guest frames.
 
     Buffers hold at most one incomplete frame; a big reply (a 50 MB file) is cut out
     of the buffer once, when its last byte has arrived."""
 
     def __init__(self, demux: Demux | None = None) -> None:
         self._demux = demux
-        self._agent = bytearray()
+        self._guest = bytearray()
 
     def feed(self, data: bytes) -> tuple[list[tuple[Header, bytes]], list[bytes]]:
-        """Return the complete agent frames and stderr chunks found so far."""
+        """Return the complete guest frames and stderr chunks found so far."""
         out, errors = self._demux.feed(data) if self._demux is not None else ([data], [])
         frames: list[tuple[Header, bytes]] = []
         for chunk in out:
-            self._agent += chunk
-            frames.extend(self._agent_frames())
+            self._guest += chunk
+            frames.extend(self._guest_frames())
         return frames, errors
 
-    def _agent_frames(self) -> list[tuple[Header, bytes]]:
+    def _guest_frames(self) -> list[tuple[Header, bytes]]:
         out = []
-        while len(self._agent) >= AGENT_HEAD.size:
-            hlen, plen = AGENT_HEAD.unpack_from(self._agent)
-            start = AGENT_HEAD.size
+        while len(self._guest) >= GUEST_HEAD.size:
+            hlen, plen = GUEST_HEAD.unpack_from(self._guest)
+            start = GUEST_HEAD.size
             end = start + hlen + plen
-            if len(self._agent) < end:
+            if len(self._guest) < end:
                 break
-            header = json.loads(bytes(self._agent[start : start + hlen]))
-            payload = bytes(self._agent[start + hlen : end])
-            del self._agent[:end]
+            header = json.loads(bytes(self._guest[start : start + hlen]))
+            payload = bytes(self._guest[start + hlen : end])
+            del self._guest[:end]
             out.append((header, payload))
         return out
 
@@ -99,7 +99,7 @@ def _expire(future: asyncio.Future[tuple[Header, bytes]]) -> None:
         future.set_exception(TimeoutError())
 
 
-class AgentChannel(asyncio.Protocol):
+class GuestChannel(asyncio.Protocol):
     """Request/reply over the exec socket. Use `connect` to make one."""
 
     def __init__(
@@ -123,7 +123,7 @@ class AgentChannel(asyncio.Protocol):
         name: str,
         on_lost: Callable[[], None] | None = None,
         demux: Demux | None = None,
-    ) -> AgentChannel:
+    ) -> GuestChannel:
         loop = asyncio.get_running_loop()
         channel = cls(name, on_lost, demux)
         if sock.family == socket.AF_UNIX:
@@ -164,7 +164,7 @@ class AgentChannel(asyncio.Protocol):
                 timer.cancel()
 
     async def send_raw(self, data: bytes) -> None:
-        """Bytes outside the framing (the agent's source, before the agent runs)."""
+        """Bytes outside the framing (the guest's source, before the guest runs)."""
         await self._send(data)
 
     async def _send(self, frame: bytes) -> None:

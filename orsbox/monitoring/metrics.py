@@ -118,7 +118,7 @@ class Metrics:
         )
         self.exec_seconds = Histogram(
             "orsbox_sandbox_exec_duration_seconds",
-            "Time one command ran inside a sandbox, as its agent measured it",
+            "Time one command ran inside a sandbox, as its guest measured it",
             ["environment"],
             buckets=CALL_BUCKETS,
             registry=r,

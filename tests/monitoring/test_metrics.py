@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.observe.conftest import (
+from tests.monitoring.conftest import (
     CODING,
     PROTOCOL,
     Episode,

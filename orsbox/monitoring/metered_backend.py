@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from orsbox.observe.metrics import Metrics
+from orsbox.monitoring.metrics import Metrics
 from orsbox.sandbox.base import BackendWrapper, Sandbox, SandboxBackend, SandboxSpec
 
 

@@ -1,4 +1,4 @@
-"""The prepared-state cache's bounds and order, on the real engine: entries are
+"""Setup snapshots' bounds and order, on the real engine: entries are
 `docker commit`s of a sandbox; the least recently used go first, by count and by size,
 and an entry a sandbox runs from is kept until it is free."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
-from orsbox.sandbox.prepared import KEY, PreparedCache
+from orsbox.sandbox.setup_snapshots import KEY, SetupSnapshots
 from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -24,7 +24,7 @@ async def test_least_recently_used_entries_go_past_the_bounds(
 ) -> None:
     scope = {"orsbox.test": f"evict-{uuid.uuid4().hex[:8]}"}
     assert backend.snapshots is not None
-    cache = PreparedCache(backend.snapshots, max_entries=2, max_bytes=100 * MIB, scope=scope)
+    cache = SetupSnapshots(backend.snapshots, max_entries=2, max_bytes=100 * MIB, scope=scope)
     sandbox = await backend.start(SandboxSpec(image=base_image, session_id="evict"))
 
     async def keys() -> list[str]:

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orsbox.cli.main import app
-from tests.observe.conftest import (
+from tests.monitoring.conftest import (
     CODING,
     Episode,
     example,

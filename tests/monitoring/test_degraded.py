@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.observe.conftest import PROTOCOL, Episode, read_db, recording_server, wait_for_episode
-from tests.observe.test_metrics import scrape, value
+from tests.monitoring.conftest import PROTOCOL, Episode, read_db, recording_server, wait_for_episode
+from tests.monitoring.test_metrics import scrape, value
 from tests.waiting import wait_until
 
 

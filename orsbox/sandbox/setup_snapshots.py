@@ -1,8 +1,9 @@
-"""The prepared-state cache: a task's sandbox as it was right after its setup, reused.
+"""Setup snapshots: a task's sandbox as it was right after its setup, reused.
 
 An environment that marks its setup cacheable (`[setup] cache = true`, or
 `setup_cache = True` on a `ContainerEnvironment`) has the first episode of each task
-saved after a setup that succeeded (a snapshot of kind "prepared", `snapshots.py`);
+saved after a setup that succeeded (a snapshot of kind "prepared", `snapshots.py`;
+the kind and the labels keep their first name, as images on disk carry them);
 later episodes of that task start from the snapshot and skip the setup. The key is a
 hash of the environment's name, the image's immutable id (a rebuilt image is a new
 key) and the setup's inputs as the environment states them (the task, the files copied
@@ -32,23 +33,25 @@ from typing import Any
 from orsbox.sandbox.base import Sandbox
 from orsbox.sandbox.snapshots import Snapshot, SnapshotStore
 
-log = logging.getLogger("orsbox.sandbox.prepared")
+log = logging.getLogger("orsbox.sandbox.prepared")  # the name operators filter on; kept
 
-KIND = "prepared"
-KEY = "orsbox.prepared.key"
+KIND = "prepared"  # on images already saved: kept
+KEY = "orsbox.prepared.key"  # likewise
 ENVIRONMENT = "orsbox.environment"
 MAX_ENTRIES = 64
 MAX_BYTES = 20 * 1024**3
 
 
 def cache_key(environment: str, image_id: str, inputs: Any) -> str:
-    """The entry's key: what the prepared state depends on, hashed."""
+    """The entry's key: what the setup snapshot depends on, hashed."""
     document = {"environment": environment, "image": image_id, "inputs": inputs}
     encoded = json.dumps(document, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
-class PreparedCache:
+class SetupSnapshots:
+    """The bounded store of setup snapshots, one per key, least recently used out."""
+
     def __init__(
         self,
         store: SnapshotStore,
@@ -96,7 +99,7 @@ class PreparedCache:
         what the bounds no longer hold."""
         labels = {**self.scope, KEY: key, ENVIRONMENT: environment}
         entry = await self.store.commit(sandbox, kind=KIND, name=name, labels=labels)
-        log.info("prepared state of %s saved as %s", name, entry.name)
+        log.info("setup snapshot of %s saved as %s", name, entry.name)
         await self.evict(keep=entry.ref)
         return entry
 
@@ -117,5 +120,5 @@ class PreparedCache:
                 continue  # the newest, or a sandbox still runs from it
             removed.append(entry)
             count, total = count - 1, total - entry.size_bytes
-            log.info("prepared state %s evicted (%d bytes)", entry.name, entry.size_bytes)
+            log.info("setup snapshot %s evicted (%d bytes)", entry.name, entry.size_bytes)
         return removed
