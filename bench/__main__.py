@@ -27,6 +27,7 @@ from bench import (
     gvisor,
     harbor,
     idle,
+    orphans,
     prepared,
     protocol,
     recording,
@@ -59,6 +60,7 @@ PARTS = {
     "server_image": server_image,
     "storage_bound": storage_bound,
     "startlag": startlag,
+    "orphans": orphans,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -13,8 +13,14 @@
 # `kill $(cat $ORSBOX_RUNSC_PIDFILE)`, then `ip link del $ORSBOX_RUNSC_BRIDGE`.
 #
 # runtimeArgs (see docs/gvisor.md): --network=none (gVisor issue 10704: every start fails
-# with network enabled on newer kernels), --platform=ptrace (kvm hangs on these VMs),
-# --overlay2=none (with the rootfs overlay, files created inside cannot be copied out).
+# with network enabled on newer kernels), --overlay2=none (with the rootfs overlay, files
+# created inside cannot be copied out), and the platform: `runsc` runs on systrap,
+# `runsc-ptrace` (the same binary, for benchmarks comparing the two) on ptrace; kvm hangs
+# on these VMs. An engine already running keeps the runtimes it was started with.
+#
+# A second private engine beside this one: set ORSBOX_RUNSC_SOCKET, ORSBOX_RUNSC_PIDFILE,
+# ORSBOX_RUNSC_ROOT, ORSBOX_RUNSC_BRIDGE and ORSBOX_RUNSC_BRIDGE_CIDR (the bridge's
+# address, default 198.18.254.1/24; another engine needs another subnet) to its own.
 set -euo pipefail
 
 SOCKET="${ORSBOX_RUNSC_SOCKET:-/var/run/orsbox-runsc.sock}"
@@ -22,6 +28,7 @@ PIDFILE="${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}"
 ROOT="${ORSBOX_RUNSC_ROOT:-/var/lib/orsbox-runsc}"
 IMAGES="${ORSBOX_RUNSC_IMAGES:-orsbox/base:latest}"
 BRIDGE="${ORSBOX_RUNSC_BRIDGE:-orsbox-gvisor}"
+BRIDGE_CIDR="${ORSBOX_RUNSC_BRIDGE_CIDR:-198.18.254.1/24}"
 LOG="$ROOT/dockerd.log"
 HOST="unix://$SOCKET"
 
@@ -37,7 +44,7 @@ if ! DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
     mkdir -p "$ROOT/data" "$ROOT/exec"
     if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
         ip link add "$BRIDGE" type bridge
-        ip addr add 198.18.254.1/24 dev "$BRIDGE"
+        ip addr add "$BRIDGE_CIDR" dev "$BRIDGE"
         ip link set "$BRIDGE" up
     fi
     cat >"$ROOT/daemon.json" <<JSON
@@ -54,6 +61,10 @@ if ! DOCKER_HOST="$HOST" docker info >/dev/null 2>&1; then
     "runsc": {
       "path": "$(command -v runsc)",
       "runtimeArgs": ["--network=none", "--platform=systrap", "--overlay2=none"]
+    },
+    "runsc-ptrace": {
+      "path": "$(command -v runsc)",
+      "runtimeArgs": ["--network=none", "--platform=ptrace", "--overlay2=none"]
     }
   }
 }

@@ -11,7 +11,8 @@ import pytest
 from orsbox.cli.backend_options import with_backend
 from orsbox.errors import SandboxError
 from orsbox.sandbox import DockerConfig, FakeConfig, SandboxLimits, create_backend
-from orsbox.sandbox.config import engine_address, load_config_file
+from orsbox.sandbox.config import engine_address, is_gvisor, load_config_file
+from orsbox.sandbox.docker.options import address_space_bound
 from orsbox.sandbox.fake import FakeBackend
 from orsbox.settings import Settings
 from tests.test_access import refusal
@@ -119,3 +120,15 @@ def test_default_limits_fill_only_what_the_environment_left_unset() -> None:
     assert (chosen.memory_bytes, chosen.cpus) == (256 * 1024**2, 0.5)
     with pytest.raises(ValueError, match="greater than 0"):
         DockerConfig(default_limits={"cpus": 0})
+
+
+def test_runsc_and_its_variants_are_gvisor() -> None:
+    """`runsc-ptrace` (the same binary on another platform, scripts/start-runsc-engine.sh)
+    gets gVisor's handling: the guest's memory bound as RLIMIT_AS, the pids bound inside."""
+    limits = SandboxLimits(memory_bytes=512 * 1024 * 1024)
+    for runtime in ("runsc", "runsc-ptrace"):
+        assert is_gvisor(runtime)
+        assert address_space_bound(limits, runtime) == limits.memory_bytes
+    for runtime in (None, "runc", "runscx", "kata"):
+        assert not is_gvisor(runtime)
+        assert address_space_bound(limits, runtime) is None

@@ -23,6 +23,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Tool calls run from milliseconds (a file read) to minutes (a test suite).
 CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 START_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+# From what an idle event loop shows (under a millisecond) to one stalled for seconds.
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 OUTCOMES = ("ok", "tool_error", "raised", "grading_error", "timed_out", "truncated")
 
@@ -130,6 +132,13 @@ class Metrics:
             "orsbox_sandbox_start_duration_seconds",
             "Time to get a running sandbox (warm pool hits included)",
             buckets=START_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag_seconds = Histogram(
+            "orsbox_event_loop_lag_seconds",
+            "How much later than asked the server's event loop woke from a short sleep "
+            "(orsbox.monitoring.loop_lag): time every request waited on the loop",
+            buckets=LAG_BUCKETS,
             registry=r,
         )
         self.output_capped_bytes = PromCounter(

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from orsbox.sandbox.base import SandboxBackend, SandboxLimits
 
 DEFAULT_ENGINE = "unix:///var/run/docker.sock"
-GVISOR_RUNTIMES = ("runsc",)  # runtime names that mean gVisor (see docs/gvisor.md)
+# Runtime names that mean gVisor (see docs/gvisor.md): `runsc`, and `runsc-<variant>`
+# for the same binary registered again with other runtimeArgs (`runsc-ptrace`).
+GVISOR_RUNTIME = "runsc"
 
 
 class _Config(BaseModel):
@@ -181,7 +183,9 @@ def _loopback(host: str) -> bool:
 
 
 def is_gvisor(runtime: str | None) -> bool:
-    return runtime is not None and runtime in GVISOR_RUNTIMES
+    return runtime is not None and (
+        runtime == GVISOR_RUNTIME or runtime.startswith(GVISOR_RUNTIME + "-")
+    )
 
 
 def create_backend(

@@ -1,9 +1,10 @@
 """`create_app`: the ORS server as a FastAPI application.
 
 Phases, as uvicorn names them:
-* startup — install log redaction, start the inactivity reaper (and, for container
-  environments, the sandbox backend's sweep of leftovers from dead servers, and the
-  warm pool's first fill when `warm_pool` > 0);
+* startup — install log redaction, start the inactivity reaper and the event loop's lag
+  monitor (`orsbox.monitoring.loop_lag`) (and, for container environments, the sandbox
+  backend's sweep of leftovers from dead servers, and the warm pool's first fill when
+  `warm_pool` > 0);
 * serve — routes in `orsbox.server.routes`, thin, grouped by catalog/sessions/calls/
   scoring, orsbox's own `/orsbox/*` (`extensions`: fork, warm), and the sandbox API's
   (`sandboxes`) when `sandbox_api` is on;
@@ -27,6 +28,7 @@ from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS
 from orsbox.errors import SandboxError
+from orsbox.monitoring.loop_lag import watch_loop_lag
 from orsbox.monitoring.metered_backend import MeteredBackend
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
@@ -94,16 +96,19 @@ def create_app(
             if settings.allow_network:  # the egress guard is in place before any session
                 await _prepare_network(sandbox_backend)
             _prewarm(sandbox_backend, environments)
-        reapers = [asyncio.create_task(manager.reap_forever())]
+        background = [
+            asyncio.create_task(manager.reap_forever()),
+            asyncio.create_task(watch_loop_lag(observer.metrics.loop_lag_seconds)),
+        ]
         if sandbox_api is not None:
-            reapers.append(asyncio.create_task(sandbox_api.reap_forever()))
+            background.append(asyncio.create_task(sandbox_api.reap_forever()))
         log.info("serving %s", ", ".join(cat.names))
         log_session_url(settings)
         try:
             yield
         finally:
-            for reaper in reapers:
-                reaper.cancel()
+            for task in background:
+                task.cancel()
             await registry.cancel_all()
             await manager.close_all()
             if sandbox_api is not None:

@@ -1,0 +1,37 @@
+"""An environment whose tool holds the server's event loop, for the loop-lag monitor's
+test (tests/monitoring/test_loop_lag.py). Test-only: orsbox runs sync tools in threads, so
+only an `async` tool that calls blocking code can do this, which is the mistake whose
+cost the monitor makes visible."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+from orsbox import Environment, TextBlock, ToolOutput, tool
+
+
+class Hold(BaseModel):
+    seconds: float
+
+
+class LoopHog(Environment):
+    """One tool that blocks the loop it runs on."""
+
+    @classmethod
+    def list_splits(cls):
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str):
+        return [{}]
+
+    def get_prompt(self):
+        return [TextBlock(text="hold the loop")]
+
+    @tool
+    async def hold_loop(self, params: Hold) -> ToolOutput:
+        """Sleep synchronously inside a coroutine: the whole server waits."""
+        time.sleep(params.seconds)
+        return ToolOutput(blocks=[TextBlock(text=f"held {params.seconds}")])
