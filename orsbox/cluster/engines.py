@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orsbox.cluster.processes import Tracked
-from orsbox.sandbox.docker.labels import process_start_time
+from orsbox.sandbox.procfs import process_start_time
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0

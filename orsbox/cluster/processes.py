@@ -13,7 +13,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from orsbox.sandbox.docker.labels import process_start_time
+from orsbox.sandbox.procfs import process_start_time
 
 
 @dataclass(frozen=True)

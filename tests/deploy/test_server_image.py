@@ -20,9 +20,10 @@ import docker
 import httpx
 import pytest
 
-from orsbox.cli.ps import owner_state
 from orsbox.cluster.images import SERVER_IMAGE
 from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.procfs import pid_namespace as procfs_pid_namespace
+from orsbox.sandbox.procfs import process_start_time
 from tests.deploy.server_containers import (
     open_terminal_session,
     pid_namespace,
@@ -89,8 +90,8 @@ def test_the_host_never_judges_a_containerised_servers_sandboxes(
     assert labels[L.HOST] == socket.gethostname() and labels[L.PID_NAMESPACE] == namespace
 
     # its pid, read in this namespace, is another process or none at all
-    assert L.process_start_time(int(labels[L.PID])) != labels[L.PID_START]
-    assert not L.owner_is_dead(labels) and owner_state(labels) == "elsewhere"
+    assert process_start_time(int(labels[L.PID])) != labels[L.PID_START]
+    assert not L.owner_is_dead(labels) and L.owner_state(labels) == "elsewhere"
     assert httpx.post(f"{url}/delete", headers=headers, timeout=30).status_code == 200
     wait_until(lambda: not sandboxes_of(docker_client, namespace), 30, 0.1, "the sandbox gone")
 
@@ -100,7 +101,7 @@ def test_the_image_serves_a_bundled_episode_and_stops_clean(  # last: it stops t
 ) -> None:
     url, container_id = server
     namespace = pid_namespace(docker_client, container_id)
-    assert namespace != L.pid_namespace()
+    assert namespace != procfs_pid_namespace()
     assert httpx.get(f"{url}/list_environments", timeout=10).status_code == 401  # token on
     assert play_terminal_episode(url, TOKEN) == 1.0
     open_terminal_session(url, TOKEN)  # still open when the server is stopped: the stop must end it

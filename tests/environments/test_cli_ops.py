@@ -13,6 +13,7 @@ import docker
 import pytest
 
 from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.procfs import process_start_time
 from tests.environments.conftest import orsbox
 from tests.runtimes import PODMAN_ENGINE, RUNSC_ENGINE, runtime_available
 
@@ -53,7 +54,7 @@ def leftovers(docker_client: docker.DockerClient, base_image: str) -> Iterator[d
             base_image, ["sleep", "infinity"], labels=owned_by(2**22 + 17, "1")
         ),
         "alive": docker_client.containers.create(
-            base_image, ["sleep", "infinity"], labels=owned_by(me, L.process_start_time(me) or "")
+            base_image, ["sleep", "infinity"], labels=owned_by(me, process_start_time(me) or "")
         ),
     }
     yield {state: c.name for state, c in made.items()}

@@ -2,7 +2,7 @@
 
 Every sandbox container carries `orsbox=1`, the server id and session id, and the
 owner's identity: host name, pid namespace, pid and the pid's start time
-(`/proc/PID/stat` field 22). A later server on the same host can then tell, without any
+(`orsbox.sandbox.procfs`). A later server on the same host can then tell, without any
 shared state, whether the owner is still running: a pid that is gone, or reused by a
 process that started at another time, means the owner died and its containers may be
 swept. Containers of other hosts are never judged (their pids mean nothing here), nor
@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import socket
 
+from orsbox.sandbox.procfs import pid_namespace, process_start_time
+
 ORSBOX = "orsbox"
 SERVER = "orsbox.server"
 SESSION = "orsbox.session"
@@ -23,24 +25,6 @@ HOST = "orsbox.host"
 PID = "orsbox.pid"
 PID_START = "orsbox.pid_start"
 PID_NAMESPACE = "orsbox.pid_ns"
-
-
-def pid_namespace() -> str:
-    """This process's pid namespace (`pid:[4026531836]`), or "" where /proc cannot say."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
-def process_start_time(pid: int) -> str | None:
-    """The pid's start time in clock ticks since boot, or None if there is no such pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return raw[raw.rfind(b")") + 2 :].split()[19].decode()
 
 
 def owner_labels(server_id: str) -> dict[str, str]:
@@ -79,3 +63,4 @@ def owner_is_dead(labels: dict[str, str]) -> bool:
         return False
     started = process_start_time(pid)
     return started is None or started != labels.get(PID_START)
+
