@@ -17,7 +17,7 @@ from ors.client import ORS
 from orsbox.authoring import SingleTask
 from orsbox.authoring.standard_tools import BashTool
 from orsbox.errors import PolicyViolation
-from orsbox.sandbox import HostMount, SandboxLimits
+from orsbox.sandbox import HostMount, SandboxLimits, create_backend
 from orsbox.server import create_app
 from orsbox.settings import Settings
 from tests.conftest import PROTOCOL_ENVS
@@ -129,10 +129,13 @@ def test_policy_refuses_networks_and_capabilities_unless_allowed() -> None:
 
 
 def refusal(limits: SandboxLimits, settings: Settings | None = None) -> str | None:
-    """The load-time error for an environment asking for `limits`, or None if allowed."""
+    """The load-time error for an environment asking for `limits`, or None if allowed;
+    its sandboxes would start on the backend `settings` configure (never started here:
+    the policy asks what it can do, `capabilities`)."""
+    settings = settings or Settings()
     env = type("Asking", (Networked,), {"limits": limits})
     try:
-        create_app([env], settings or Settings(), sandbox_backend=FakeHealth(None))
+        create_app([env], settings, sandbox_backend=create_backend(settings.backend))
     except PolicyViolation as e:
         return str(e)
     return None

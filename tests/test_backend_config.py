@@ -90,6 +90,17 @@ def test_runtimes_environments_ask_for_need_the_operator() -> None:
     assert "allow_runtimes" in (refusal(asks) or "")
     assert refusal(asks, Settings(backend=DockerConfig(runtime="runsc"))) is None
     assert refusal(asks, Settings(backend=DockerConfig(allow_runtimes=["runsc"]))) is None
+    kata = Settings(backend=DockerConfig(allow_runtimes=["kata"]))
+    hint = """ORSBOX_BACKEND='{"type": "docker", "allow_runtimes": ["kata", "runsc"]}'"""
+    assert hint in (refusal(asks, kata) or "")
+
+
+def test_a_backend_without_a_choice_of_runtime_refuses_them() -> None:
+    """The policy asks the backend (`capabilities`), not the config's type: the fake runs
+    host processes, under no runtime of its choosing."""
+    asks = SandboxLimits(runtime="runsc")
+    fake = Settings(backend=FakeConfig())
+    assert "a docker backend (ORSBOX_BACKEND)" in (refusal(asks, fake) or "")
 
 
 def test_under_gvisor_the_pids_limit_moves_inside_the_sandbox() -> None:

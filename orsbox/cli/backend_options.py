@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orsbox.sandbox.config import DockerConfig
+from orsbox.sandbox.config import DockerConfig, with_engine_options
 from orsbox.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,11 +28,12 @@ Engine = Annotated[
 
 def with_backend(settings: Settings, runtime: str | None, engine: str | None) -> Settings:
     """`settings` with the flags given laid over its Docker backend config."""
-    given = {k: v for k, v in {"runtime": runtime, "engine": engine}.items() if v is not None}
-    if not given:
-        return settings
-    base = settings.backend if isinstance(settings.backend, DockerConfig) else DockerConfig()
-    return settings.model_copy(update={"backend": base.model_copy(update=given)})
+    backend = with_engine_options(settings.backend, runtime=runtime, engine=engine)
+    return (
+        settings
+        if backend is settings.backend
+        else settings.model_copy(update={"backend": backend})
+    )
 
 
 def cli_backend() -> SandboxBackend:

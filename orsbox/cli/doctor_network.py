@@ -1,20 +1,26 @@
 """`orsbox doctor`'s network checks: can this host guard networked sandboxes, and what
 does the guard block (docs/network.md)?
 
-The guard is proven, not assumed: the checks install a server's rules under a doctor id
-(for the guarded bridge of the configured engine), read them back from iptables, say
-which ranges they drop and what they let through, and remove them. Allow-lists need
-squid on the host; it is a failure only where the operator allows them.
+The guard is proven, not assumed: the configured backend installs a server's rules under
+a doctor id (`SandboxBackend.check_network_guard`; Docker: for the guarded bridge of the
+configured engine), reads them back from the firewall and removes them; the check says which ranges they
+drop and what they let through. Allow-lists need squid on the host; it is a failure
+only where the operator allows them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
 
 from orsbox.cli.doctor import Check
 from orsbox.errors import SandboxError
+from orsbox.sandbox.base import SandboxBackend
+from orsbox.sandbox.config import create_backend
+from orsbox.sandbox.host_state import NetworkGuardReport
+from orsbox.settings import Settings
 
 RANGE_NAMES = {
     "169.254.0.0/16": "link-local (cloud metadata)",
@@ -28,58 +34,54 @@ RANGE_NAMES = {
 
 
 def network_checks() -> list[Check]:
-    from orsbox.settings import Settings
-
     settings = Settings()
     return [_guard_check(settings), _proxy_check(settings)]
 
 
-def _guard_check(settings: object) -> Check:
-    from orsbox.sandbox.config import DockerConfig, engine_address
-    from orsbox.sandbox.docker.egress import BLOCKED, EgressRules, chain_rules, host_resolvers
-    from orsbox.sandbox.docker.guarded import bridge_name
-
-    backend = getattr(settings, "backend", None)
-    config = backend if isinstance(backend, DockerConfig) else DockerConfig()
+def _guard_check(settings: Settings) -> Check:
     name = "egress guard"
     try:
-        address = engine_address(config)
-    except SandboxError as e:
+        backend = create_backend(settings.backend, server_id=f"doctor-{os.getpid()}")
+    except SandboxError as e:  # an engine address that cannot work
         return Check(name, False, str(e))
-    rules = EgressRules(f"doctor-{os.getpid()}", bridge_name(address), config.egress_allow,
-                        host_resolvers())  # fmt: skip
     try:
-        rules.install()
-        listed = chain_rules("iptables", rules.forward_chain)
-        host = chain_rules("iptables", rules.input_chain)
-        listed6 = chain_rules("ip6tables", rules.forward_chain)
+        report = asyncio.run(_guard_report(backend))
     except SandboxError as e:
         fix = "run the server as root on a host with iptables (Debian: apt-get install iptables)"
         return Check(name, False, f"cannot put the rules in place: {e}", fix)
+    if report is None:
+        return Check(name, True, "not needed: the backend gives sandboxes no network of theirs")
+    if report.missing or not report.host_dropped:
+        host = "" if report.host_dropped else " the host's own addresses"
+        return Check(
+            name, False, f"rules did not hold: {', '.join(report.missing)}{host} not dropped"
+        )
+    return Check(name, True, _guard_detail(report))
+
+
+async def _guard_report(backend: SandboxBackend) -> NetworkGuardReport | None:
+    """The backend's guard, put in place under a throwaway id and removed."""
+    try:
+        return await backend.check_network_guard()
     finally:
-        rules.remove()
-    dropped = [c for c in BLOCKED["iptables"] if any(f"-d {c} -j DROP" in r for r in listed)]
-    missing = sorted(set(BLOCKED["iptables"]) - set(dropped))
-    host_dropped = any(r.endswith("-j DROP") for r in host)
-    if missing or not host_dropped:
-        what = ", ".join(missing) + ("" if host_dropped else " the host's own addresses")
-        return Check(name, False, f"rules did not hold: {what} not dropped")
-    allowed = ", ".join(config.egress_allow) or "none (ORSBOX_EGRESS_ALLOW)"
-    ipv6 = [c for c in BLOCKED["ip6tables"] if any(f"-d {c} -j DROP" in r for r in listed6)]
-    detail = (
+        await backend.close()
+
+
+def _guard_detail(report: NetworkGuardReport) -> str:
+    allowed = ", ".join(report.allowed) or "none (ORSBOX_EGRESS_ALLOW)"
+    return (
         "networked sandboxes cannot reach the host, "
-        + ", ".join(RANGE_NAMES.get(c, c) for c in [*dropped, *ipv6])
-        + ("" if ipv6 else " (IPv6 not guarded: ip6tables does not work here)")
-        + f"; DNS to {', '.join(host_resolvers()) or 'no resolver'} stays open; "
+        + ", ".join(RANGE_NAMES.get(c, c) for c in report.dropped)
+        + ("" if report.ipv6 else " (IPv6 not guarded: ip6tables does not work here)")
+        + f"; DNS to {', '.join(report.resolvers) or 'no resolver'} stays open; "
         + f"allowed: {allowed}"
     )
-    return Check(name, True, detail)
 
 
-def _proxy_check(settings: object) -> Check:
+def _proxy_check(settings: Settings) -> Check:
     from orsbox.server.policy import allows_allowlist
 
-    needed = allows_allowlist(settings)  # type: ignore[arg-type]
+    needed = allows_allowlist(settings)
     name = "egress proxy (allow-lists)"
     found = shutil.which("squid") or shutil.which("squid", path="/usr/sbin:/sbin")
     if found is None:

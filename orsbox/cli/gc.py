@@ -3,8 +3,9 @@ within their bounds.
 
 * sandbox containers of dead servers (and, with --all, of every server);
 * fork images of dead servers (`orsbox.server.forks`);
-* the egress guard's iptables rules of dead servers (`orsbox.sandbox.docker.egress`),
-  and the networks they created that no container is on;
+* what dead servers left on the host outside their sandboxes, as the backend sweeps it
+  (`SandboxBackend.sweep_host_state`; Docker: the egress guard's iptables rules and
+  proxies, and the networks they created that no container is on);
 * setup snapshots (`orsbox.sandbox.setup_snapshots`): listed, then the least recently
   used removed past `ORSBOX_SETUP_SNAPSHOTS_MAX_ENTRIES` / `_MAX_BYTES` (the bounds a
   server applies), or all of them (of one environment with --environment) with
@@ -22,7 +23,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from orsbox.cli.ps import owner_state
 from orsbox.errors import SandboxError
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def gc(
         backend = cli_backend()
         try:
             await _containers(backend, all_containers)
-            await _egress_rules(backend, all_containers)
+            await _host_state(backend, all_containers)
             if backend.snapshots is not None:
                 await _images(backend.snapshots, setup_snapshots, environment)
         finally:
@@ -75,7 +75,7 @@ def gc(
 
 async def _containers(backend: SandboxBackend, everything: bool) -> None:
     sandboxes = await backend.list(all_servers=True)
-    doomed = [s for s in sandboxes if everything or owner_state(s.labels) == "dead"]
+    doomed = [s for s in sandboxes if everything or s.owner == "dead"]
     removed = 0
     for s in doomed:
         try:
@@ -83,32 +83,25 @@ async def _containers(backend: SandboxBackend, everything: bool) -> None:
         except SandboxError as e:  # gone meanwhile, or removal already in progress
             out.print(f"could not remove {s.name}: {e}")
             continue
-        out.print(f"removed {s.name} (owner {owner_state(s.labels)})")
+        out.print(f"removed {s.name} (owner {s.owner})")
         removed += 1
     kept = len(sandboxes) - len(doomed)
     note = f"; kept {kept} of live or remote servers (--all removes them)" if kept else ""
     out.print(f"{removed} container(s) removed{note}.")
 
 
-async def _egress_rules(backend: SandboxBackend, everything: bool) -> None:
-    """The egress guard's rules of dead servers (`orsbox.sandbox.docker.egress`), and
-    the networks they made that nothing is on any more (`guarded.sweep_networks`)."""
-    from orsbox.sandbox.docker.egress import remove_stale
-    from orsbox.sandbox.docker.proxy import sweep_proxies
-
-    out.print(f"{sweep_proxies()} egress proxy(ies) of dead servers stopped.")
-    try:
-        removed = remove_stale(everything)
-    except SandboxError as e:
-        out.print(f"egress guard rules not looked at: {e}")
+async def _host_state(backend: SandboxBackend, everything: bool) -> None:
+    """What dead servers left on the host outside their sandboxes (nothing to say for a
+    backend that leaves nothing there)."""
+    swept = await backend.sweep_host_state(everything=everything)
+    if swept is None:
         return
-    out.print(f"{len(removed)} egress guard rule(s) of dead servers removed.")
-    engine = getattr(backend, "engine", None)
-    if engine is not None:
-        from orsbox.sandbox.docker.guarded import sweep_networks
-
-        networks = await sweep_networks(engine)
-        out.print(f"{networks} network(s) of dead servers removed.")
+    out.print(f"{swept.proxies} egress proxy(ies) of dead servers stopped.")
+    if swept.rules_error is not None:
+        out.print(f"egress guard rules not looked at: {swept.rules_error}")
+        return
+    out.print(f"{swept.rules} egress guard rule(s) of dead servers removed.")
+    out.print(f"{swept.networks} network(s) of dead servers removed.")
 
 
 async def _images(store: SnapshotStore, everything: bool, environment: str | None) -> None:

@@ -1,6 +1,6 @@
 """`orsbox ps`: the sandbox containers orsbox servers started, whether their owner still
-runs (judged from the owner labels, see `orsbox.sandbox.docker.labels`), and what each
-running one has used so far."""
+runs (as the backend judges it, `SandboxInfo.owner`), and what each running one has
+used so far."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.table import Table
 
 from orsbox.sandbox.base import SandboxInfo
-from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.usage import ResourceUsage
 
 out = Console(highlight=False)
@@ -49,14 +48,6 @@ def _running(sandbox: SandboxInfo) -> bool:
     return sandbox.status == "running"
 
 
-def owner_state(labels: dict[str, str]) -> str:
-    """alive, dead (safe to remove), or elsewhere (another host or pid namespace: cannot
-    tell)."""
-    if not L.owner_is_here(labels):
-        return "elsewhere"
-    return "dead" if L.owner_is_dead(labels) else "alive"
-
-
 def _age(created: float) -> str:
     seconds = int(time.time() - created)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -91,8 +82,8 @@ def ps() -> None:
             s.name,
             labels.get("orsbox.environment", "-"),
             s.session_id[:16] or "-",
-            f"{s.server_id or '-'} (pid {labels.get(L.PID, '?')})",
-            owner_state(labels),
+            f"{s.server_id or '-'} (pid {'?' if s.owner_pid is None else s.owner_pid})",
+            s.owner,
             s.status,
             _age(s.created or time.time()),
             *usage_cells(

@@ -6,8 +6,9 @@ persistent shell, run a one-off command, read a file, write a file, copy a folde
 plus `close`. Everything an agent sees as a *tool* (bash, python, edit_file ...) is built
 on these verbs in `orsbox.authoring`, so a new backend only implements this module.
 
-A `SandboxBackend` creates sandboxes from a `SandboxSpec` and finds/removes the ones a
-dead server left behind. Backends never raise foreign exceptions (docker, requests):
+A `SandboxBackend` creates sandboxes from a `SandboxSpec`, finds/removes the ones a
+dead server left behind, and says what it can do (`capabilities`), so no caller decides
+by which backend it is. Backends never raise foreign exceptions (docker, requests):
 they translate them to the `SandboxError` family in `orsbox.errors`.
 
 A non-zero exit code is data, not an exception: `ExecResult.exit_code` says it.
@@ -30,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from orsbox.errors import SandboxError
 
 if TYPE_CHECKING:
+    from orsbox.sandbox.capabilities import BackendCapabilities
+    from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
     from orsbox.sandbox.snapshots import SnapshotStore
     from orsbox.sandbox.usage import ResourceUsage
 
@@ -195,6 +198,10 @@ class SandboxInfo:
     status: str
     labels: dict[str, str] = field(default_factory=dict)
     created: float | None = None  # unix time
+    # whether the server that started it still runs, judged from this process: "dead"
+    # is certain (safe to remove); "elsewhere" cannot tell (another host or pid namespace)
+    owner: Literal["alive", "dead", "elsewhere"] = "elsewhere"
+    owner_pid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -302,6 +309,7 @@ class SandboxBackend(abc.ABC):
 
     kind: Literal["docker", "fake"]
     snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox
+    capabilities: BackendCapabilities  # what it can do, as configured (`capabilities.py`)
 
     @abc.abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:
@@ -325,6 +333,18 @@ class SandboxBackend(abc.ABC):
         """Put in place what sandboxes with a network need (Docker: the guarded network
         and its egress rules, docs/network.md), so a server that allows the network has
         its guard from the start. Raises `SandboxError` saying why it cannot."""
+
+    async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept | None:
+        """Remove what dead servers (every server, with `everything`) left on the host
+        outside their sandboxes (`orsbox.sandbox.host_state`); None: this backend puts
+        nothing there. Raises `SandboxError` when the engine cannot be asked."""
+        return None
+
+    async def check_network_guard(self) -> NetworkGuardReport | None:
+        """Put the guard of networked sandboxes in place under a throwaway owner, read
+        it back and remove it (`orsbox doctor`); None: this backend has no guard.
+        Raises `SandboxError` saying why it cannot be put in place."""
+        return None
 
     async def remove(self, sandbox_id: str) -> None:
         """Remove one listed sandbox, whoever started it (`orsbox gc`). Raises
@@ -362,6 +382,10 @@ class BackendWrapper(SandboxBackend):
     def snapshots(self) -> SnapshotStore | None:  # type: ignore[override]
         return getattr(self.backend, "snapshots", None)  # a test double may lack it
 
+    @property
+    def capabilities(self) -> BackendCapabilities:  # type: ignore[override]
+        return self.backend.capabilities
+
     async def start(self, spec: SandboxSpec) -> Sandbox:
         return await self.backend.start(spec)
 
@@ -379,6 +403,12 @@ class BackendWrapper(SandboxBackend):
 
     async def prepare_network(self) -> None:
         await self.backend.prepare_network()
+
+    async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept | None:
+        return await self.backend.sweep_host_state(everything=everything)
+
+    async def check_network_guard(self) -> NetworkGuardReport | None:
+        return await self.backend.check_network_guard()
 
     async def close(self) -> None:
         await self.backend.close()

@@ -188,6 +188,18 @@ def is_gvisor(runtime: str | None) -> bool:
     )
 
 
+def with_engine_options(
+    config: DockerConfig | FakeConfig, **given: str | None
+) -> DockerConfig | FakeConfig:
+    """`config` with the engine options given (`runtime`, `engine`: the CLI's flags) laid
+    over it; they are Docker's, so another backend's config gives way to a Docker one."""
+    given = {k: v for k, v in given.items() if v is not None}
+    if not given:
+        return config
+    base = config if isinstance(config, DockerConfig) else DockerConfig()
+    return base.model_copy(update=given)
+
+
 def create_backend(
     config: DockerConfig | FakeConfig | None = None,
     *,

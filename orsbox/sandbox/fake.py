@@ -42,6 +42,7 @@ from orsbox.sandbox.base import (
     SandboxInfo,
     SandboxSpec,
 )
+from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.sandbox.guest import script as guest_code
 
 MARKER = "ORSBOX_FAKE_SANDBOX"
@@ -334,8 +335,20 @@ class FakeSandbox(Sandbox):
             self._on_closed(self)
 
 
+# host processes: no isolation, no network of their own to switch (theirs is the host's),
+# no runtime to choose, nothing to save
+FAKE_CAPABILITIES = BackendCapabilities(
+    isolated=False,
+    network_modes=frozenset({"host"}),
+    switch_network=False,
+    runtime_choice=False,
+    snapshots=False,
+)
+
+
 class FakeBackend(SandboxBackend):
     kind = "fake"
+    capabilities = FAKE_CAPABILITIES
 
     def __init__(self, server_id: str | None = None) -> None:
         self.server_id = server_id or f"fake-{os.getpid()}"
@@ -349,10 +362,12 @@ class FakeBackend(SandboxBackend):
         return sandbox
 
     async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
-        return [
-            SandboxInfo(s.id, s.id, s.spec.image, s.spec.session_id, self.server_id, "running")
-            for s in self._sandboxes.values()
-        ]
+        return [self._info(s) for s in self._sandboxes.values()]
+
+    def _info(self, s: FakeSandbox) -> SandboxInfo:
+        """Its owner is this very process: the fake's sandboxes end with it."""
+        info = (s.id, s.id, s.spec.image, s.spec.session_id, self.server_id, "running")
+        return SandboxInfo(*info, owner="alive", owner_pid=str(os.getpid()))
 
     async def sweep(self) -> int:
         return 0  # nothing outlives its process: close() kills what it started

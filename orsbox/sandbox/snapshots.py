@@ -7,8 +7,8 @@ persistent shell's state (cwd, variables, jobs), memory and network settings are
 it, and what lives outside the sandbox's own filesystem (host mounts, bounded in-memory
 folders of a `disk_bytes` sandbox) is not either.
 
-A `SnapshotStore` is the backend's part (Docker: `docker commit` to a local image, see
-`orsbox.sandbox.docker.snapshots`); a `Snapshot.ref` is what a `SandboxSpec.image` may
+A `SnapshotStore` is the backend's part (Docker: `docker commit` to a local image, in
+its package's `snapshots` module); a `Snapshot.ref` is what a `SandboxSpec.image` may
 name to start from it. Every snapshot carries its `kind` ("prepared", "fork") and the
 caller's labels, which are how it is found again, also by a later server.
 

@@ -71,10 +71,10 @@ def create_app(
     environments get a Docker backend unless another `sandbox_backend` is given."""
     settings = settings or Settings()
     cat = Catalog(environments)
-    check_policy(environments, settings)
-    check_sandbox_api(settings)
     if sandbox_backend is None:
         sandbox_backend = _default_backend(environments, settings)
+    check_policy(environments, settings, sandbox_backend)
+    check_sandbox_api(settings)
     observer = Observer.from_settings(settings)
     manager = SessionManager(
         settings, _context_extras(sandbox_backend, settings), observer=observer

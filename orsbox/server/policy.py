@@ -19,7 +19,8 @@ from collections.abc import Iterator, Sequence
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.errors import Forbidden, PolicyViolation
-from orsbox.sandbox.base import HostMount, SandboxLimits
+from orsbox.sandbox.base import HostMount, SandboxBackend, SandboxLimits
+from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.settings import Settings
 
 # Host folders a read-only mount must neither be nor lie inside: they hold the host's
@@ -40,28 +41,41 @@ SYSTEM_FOLDERS = (
 ENGINE_SOCKETS = ("docker.sock", "containerd.sock", "podman.sock")
 
 
-def check_policy(environments: Sequence[type[Environment]], settings: Settings) -> None:
+def check_policy(
+    environments: Sequence[type[Environment]],
+    settings: Settings,
+    backend: SandboxBackend | None,
+) -> None:
+    """Refuse the first environment that asks for more than `settings` allow, or for
+    what `backend` (the one its sandboxes will start on) cannot give."""
     for env_cls in environments:
         if issubclass(env_cls, ContainerEnvironment):
-            _check_one(env_cls, settings)
+            _check_one(env_cls, settings, backend)
 
 
-def _check_one(env_cls: type[ContainerEnvironment], settings: Settings) -> None:
+def _check_one(
+    env_cls: type[ContainerEnvironment],
+    settings: Settings,
+    backend: SandboxBackend | None,
+) -> None:
     name = env_cls.name().lower()
     for mount in env_cls.limits.mounts:
         if not os.path.lexists(mount.source):
             raise PolicyViolation(
                 f"environment {name!r} mounts {mount.source}, which does not exist on this host"
             )
-    for asked, allow_with in refusals(env_cls.limits, settings):
+    for asked, allow_with in refusals(env_cls.limits, settings, backend):
         raise PolicyViolation(
             f"environment {name!r} asks for {asked}; this server does not allow it "
             f"(allow with {allow_with})"
         )
 
 
-def refusals(limits: SandboxLimits, settings: Settings) -> Iterator[tuple[str, str]]:
-    """(what was asked, the setting that allows it) for each request `settings` refuse."""
+def refusals(
+    limits: SandboxLimits, settings: Settings, backend: SandboxBackend | None
+) -> Iterator[tuple[str, str]]:
+    """(what was asked, the setting that allows it) for each request `settings` refuse,
+    or `backend` (None: none) cannot give, as its `capabilities` say."""
     if limits.network == "host" and not settings.allow_host_network:
         yield "the host's network", "ORSBOX_ALLOW_HOST_NETWORK=1"
     elif limits.network is True and not settings.allow_network:
@@ -79,20 +93,21 @@ def refusals(limits: SandboxLimits, settings: Settings) -> Iterator[tuple[str, s
     for mount in limits.mounts:
         yield from _mount_refusals(mount, settings)
     if limits.runtime is not None:
-        yield from _runtime_refusals(limits.runtime, settings)
+        capabilities = backend.capabilities if backend is not None else None
+        yield from _runtime_refusals(limits.runtime, settings, capabilities)
 
 
-def _runtime_refusals(runtime: str, settings: Settings) -> Iterator[tuple[str, str]]:
-    """An environment may ask for the server's runtime or one the operator allows."""
-    backend = settings.backend
-    if backend.type != "docker":
+def _runtime_refusals(
+    runtime: str, settings: Settings, capabilities: BackendCapabilities | None
+) -> Iterator[tuple[str, str]]:
+    """An environment may ask for the backend's runtime or one the operator allows,
+    where the backend chooses a runtime per sandbox at all."""
+    if capabilities is None or not capabilities.runtime_choice:
         yield f"the {runtime} runtime", "a docker backend (ORSBOX_BACKEND)"
-    elif runtime != backend.runtime and runtime not in backend.allow_runtimes:
-        allowed = json.dumps([*backend.allow_runtimes, runtime])
-        yield (
-            f"the {runtime} runtime",
-            f'ORSBOX_BACKEND=\'{{"type": "docker", "allow_runtimes": {allowed}}}\'',
-        )
+    elif not capabilities.offers_runtime(runtime):
+        allowed = [*capabilities.allowed_runtimes, runtime]
+        config = json.dumps({"type": settings.backend.type, "allow_runtimes": allowed})
+        yield f"the {runtime} runtime", f"ORSBOX_BACKEND='{config}'"
 
 
 def _mount_refusals(mount: HostMount, settings: Settings) -> Iterator[tuple[str, str]]:

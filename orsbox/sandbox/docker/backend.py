@@ -36,26 +36,27 @@ import docker
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
+from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
-from orsbox.sandbox.docker.egress import remove_stale
 from orsbox.sandbox.docker.engine import Engine, engine_product
-from orsbox.sandbox.docker.guarded import GuardedNetwork, sweep_networks
+from orsbox.sandbox.docker.guarded import GuardedNetwork
+from orsbox.sandbox.docker.host_state import check_guard, sweep_host_state
 from orsbox.sandbox.docker.images import build_hint, pull_image
 from orsbox.sandbox.docker.options import (
     address_space_bound,
     container_name,
     container_options,
 )
-from orsbox.sandbox.docker.proxy import sweep_proxies
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
 from orsbox.sandbox.guest.channel import ChannelClosed, GuestChannel
 from orsbox.sandbox.guest.loader import guest_argv, guest_payload
 from orsbox.sandbox.guest.sandbox import check
+from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.start_limit import StartLimit
 from orsbox.sandbox.usage import ResourceUsage
@@ -112,6 +113,22 @@ class DockerBackend(SandboxBackend):
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
         self._engine_product: str | None = None  # "Podman 4.3.1": asked once, for a runtime
         guest_payload()  # compiled now, not on the event loop at the first start
+
+    @property
+    def capabilities(self) -> BackendCapabilities:  # type: ignore[override]
+        """As configured. Under gVisor a sandbox has no network at all (`runtime_for`).
+        An engine whose API ignores the runtime asked for (Podman) is found out at the
+        first start that asks for one, and that start is refused."""
+        gvisor = is_gvisor(self.config.runtime)
+        return BackendCapabilities(
+            isolated=True,
+            network_modes=frozenset({False}) if gvisor else EVERY_NETWORK_MODE,
+            switch_network=not gvisor,
+            runtime_choice=True,
+            snapshots=True,
+            runtime=self.config.runtime,
+            allowed_runtimes=tuple(self.config.allow_runtimes),
+        )
 
     # -- start
 
@@ -358,18 +375,25 @@ class DockerBackend(SandboxBackend):
         return len(doomed)
 
     async def _sweep_rules(self) -> None:
-        """Remove the egress rules and networks of dead servers (`egress.py`,
-        `guarded.py`); a host where this process cannot list iptables rules has none of
-        its making to remove."""
+        """Remove the proxies, egress rules and networks of dead servers
+        (`host_state.py`); a host where this process cannot list iptables rules has none
+        of its making to remove."""
         try:
-            stale = await anyio.to_thread.run_sync(remove_stale)
-            await anyio.to_thread.run_sync(sweep_proxies)
-            networks = await sweep_networks(self.engine)
+            swept = await sweep_host_state(self.engine)
         except SandboxError as e:
-            log.debug("egress rules not swept: %s", e)
-            return
-        if stale or networks:
-            log.info("swept %d egress rule(s), %d network(s) of dead servers", len(stale), networks)
+            swept = HostStateSwept(0, rules_error=str(e))
+        if swept.rules_error is not None:
+            log.debug("egress rules not swept: %s", swept.rules_error)
+        elif swept.rules or swept.networks:
+            log.info("swept %d egress rule(s), %d network(s) of dead servers", swept.rules,
+                     swept.networks)  # fmt: skip
+
+    async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept:
+        return await sweep_host_state(self.engine, everything)
+
+    async def check_network_guard(self) -> NetworkGuardReport:
+        allow = self.config.egress_allow
+        return await anyio.to_thread.run_sync(check_guard, self.guarded.bridge, allow)
 
     async def prepare_network(self) -> None:
         await self.guarded.ensure()
@@ -431,4 +455,6 @@ def to_info(container: dict[str, Any]) -> SandboxInfo:
         status=container.get("State", ""),
         labels=labels,
         created=container.get("Created"),
+        owner=L.owner_state(labels),
+        owner_pid=labels.get(L.PID),
     )

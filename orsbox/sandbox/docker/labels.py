@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Literal
 
 from orsbox.sandbox.procfs import pid_namespace, process_start_time
 
@@ -64,3 +65,10 @@ def owner_is_dead(labels: dict[str, str]) -> bool:
     started = process_start_time(pid)
     return started is None or started != labels.get(PID_START)
 
+
+def owner_state(labels: dict[str, str]) -> Literal["alive", "dead", "elsewhere"]:
+    """alive, dead (safe to remove), or elsewhere (another host or pid namespace: cannot
+    tell)."""
+    if not owner_is_here(labels):
+        return "elsewhere"
+    return "dead" if owner_is_dead(labels) else "alive"

@@ -2,8 +2,8 @@
 
 Every verb is one request on the guest channel (see `channel.py`), so a shell call costs
 a socket round trip, not a backend API call. What only the deployment knows is left to
-a subclass (`orsbox.sandbox.docker.sandbox.DockerSandbox`): removing the sandbox,
-explaining a death, and how a second, short-lived guest for `exec(user=...)` is started
+a subclass (the Docker backend's `DockerSandbox`): removing the sandbox, explaining a
+death, and how a second, short-lived guest for `exec(user=...)` is started
 (`open_guest`).
 
 When the channel closes under us (the container was killed, ran out of memory at PID 1,

@@ -2,12 +2,12 @@
 
 `POST /create_sandbox` carries `SandboxSettings.model_dump()`: `environment`, `image`,
 `machine_size` ("cpus:GB"), `env`, `block_network`, `network` (an egress policy), and
-fields orsbox cannot honour on Docker — `bucket_config`, `sidecars`, `host_aliases` and
+fields orsbox cannot honour on its backends — `bucket_config`, `sidecars`, `host_aliases` and
 GPU machine sizes — which are refused with a 400 naming the field rather than ignored.
 
 A network policy is honoured per host: its allow rules (and the hosts of its presets,
-`PRESET_HOSTS`) become the sandbox's allow-list, served by an egress proxy
-(`orsbox.sandbox.docker.proxy`); anything else is refused with 403, as the platform
+`PRESET_HOSTS`) become the sandbox's allow-list (`SandboxLimits.network = "allowlist"`,
+served by the backend's egress proxy); anything else is refused with 403, as the platform
 does. One that allows nothing (no allow rule, no preset, enforced) is no network; one
 not enforced (audit mode) is the guarded internet. A rule with a `path` or `methods`
 cannot be honoured by a host-level proxy and is refused with a 400, as is a deny rule

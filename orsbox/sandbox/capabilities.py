@@ -1,0 +1,44 @@
+"""What a backend can do, asked before a sandbox starts rather than learnt from a failure.
+
+The server's policy refuses an environment at load time when it asks for what the
+backend cannot give (a runtime where the backend has no choice of runtime); a caller
+that would switch a running sandbox's network, start one with an allow-list or save it
+as a snapshot can ask first too. Each backend answers for itself
+(`SandboxBackend.capabilities`), so no caller decides by the backend's kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+NetworkMode = bool | Literal["host", "allowlist"]  # the values of `SandboxLimits.network`
+EVERY_NETWORK_MODE: frozenset[NetworkMode] = frozenset({False, True, "host", "allowlist"})
+
+
+@dataclass(frozen=True)
+class BackendCapabilities:
+    """What a backend offers, as configured.
+
+    `isolated`: sandboxes are apart from the host and held to their limits (memory,
+    pids, network); the fake's are host processes and are not.
+    `network_modes`: the `SandboxLimits.network` values a sandbox starts with as asked
+    (under the configured runtime); `switch_network`: `Sandbox.set_network` changes a
+    running sandbox's network.
+    `runtime_choice`: sandboxes run under an OCI runtime chosen per sandbox;
+    `runtime` is the configured one (None: the engine's default) and `allowed_runtimes`
+    those an environment may ask for besides (the operator's allow-list).
+    `snapshots`: a running sandbox can be saved and started again (`backend.snapshots`).
+    """
+
+    isolated: bool
+    network_modes: frozenset[NetworkMode]
+    switch_network: bool
+    runtime_choice: bool
+    snapshots: bool
+    runtime: str | None = None
+    allowed_runtimes: tuple[str, ...] = ()
+
+    def offers_runtime(self, runtime: str) -> bool:
+        """An environment may ask for `runtime`: the configured one or an allowed one."""
+        return self.runtime_choice and (runtime == self.runtime or runtime in self.allowed_runtimes)

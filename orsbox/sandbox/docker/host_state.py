@@ -1,0 +1,65 @@
+"""The Docker backend's state on the host outside its containers: swept after dead
+servers, and its guard proven for `orsbox doctor` (`orsbox.sandbox.host_state`).
+
+A networked sandbox is guarded by a server's iptables chains (`egress.py`), joins a
+network the server made (`guarded.py`, `allowlist.py`) and, with an allow-list, talks
+through a squid of its own (`proxy.py`). Each carries its owner's identity
+(`labels.py`), so whatever a killed server left is found and removed by another.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import anyio
+
+from orsbox.errors import SandboxError
+from orsbox.sandbox.docker.egress import (
+    BLOCKED,
+    EgressRules,
+    chain_rules,
+    host_resolvers,
+    remove_stale,
+)
+from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.guarded import sweep_networks
+from orsbox.sandbox.docker.proxy import sweep_proxies
+from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
+
+
+async def sweep_host_state(engine: Engine, everything: bool = False) -> HostStateSwept:
+    """Stop dead servers' proxies, remove their guard rules (every server's with
+    `everything`) and the networks nothing is on any more. Rules that cannot be listed
+    (no root, no iptables) are reported, not raised: such a host has none of ours."""
+    proxies = await anyio.to_thread.run_sync(sweep_proxies)
+    try:
+        rules = await anyio.to_thread.run_sync(remove_stale, everything)
+    except SandboxError as e:
+        return HostStateSwept(proxies, rules_error=str(e))
+    return HostStateSwept(proxies, len(rules), await sweep_networks(engine))
+
+
+def check_guard(bridge: str, allow: Sequence[str]) -> NetworkGuardReport:
+    """Install the rules a server would for the guarded `bridge`, under a doctor id;
+    read them back; remove them. Raises `SandboxError` when they cannot be put in
+    place."""
+    resolvers = host_resolvers()
+    rules = EgressRules(f"doctor-{os.getpid()}", bridge, allow, resolvers)
+    try:
+        rules.install()
+        listed = chain_rules("iptables", rules.forward_chain)
+        host = chain_rules("iptables", rules.input_chain)
+        listed6 = chain_rules("ip6tables", rules.forward_chain)
+    finally:
+        rules.remove()
+    dropped = [c for c in BLOCKED["iptables"] if any(f"-d {c} -j DROP" in r for r in listed)]
+    ipv6 = [c for c in BLOCKED["ip6tables"] if any(f"-d {c} -j DROP" in r for r in listed6)]
+    return NetworkGuardReport(
+        dropped=(*dropped, *ipv6),
+        missing=tuple(sorted(set(BLOCKED["iptables"]) - set(dropped))),
+        host_dropped=any(r.endswith("-j DROP") for r in host),
+        ipv6=bool(ipv6),
+        resolvers=tuple(resolvers),
+        allowed=tuple(allow),
+    )
