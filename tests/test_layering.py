@@ -10,8 +10,11 @@ Inside `sandbox`, the Docker backend is confined: only the factory (`sandbox/con
 and its own package import `orsbox.sandbox.docker`; the modules that still reach in are
 listed by name in `DOCKER_REACHES` until issue 24's item 1 removes them.
 
+Only the factory tells backends apart (`KIND_DECIDERS`): elsewhere code asks the
+backend what it can do (`SandboxBackend.capabilities`) rather than compare its kind.
+
 The tests at the bottom are the test of this test: every forbidden import, added to a
-temporary copy of the package, makes it fail."""
+temporary copy of the package, makes it fail; so does a new comparison of kinds."""
 
 from __future__ import annotations
 
@@ -75,20 +78,15 @@ KNOWN_EXCEPTIONS: dict[str, tuple[str, str]] = {
 # Only the factory and the Docker package itself may import the Docker package.
 DOCKER = "orsbox.sandbox.docker"
 DOCKER_IMPORTERS = ("orsbox.sandbox.config", DOCKER)
-# Issue 24, item 1 (images through the backend) removes these (14 modules: the egress
-# guard's doctor and gc checks came with issue 29): a new one fails, and an entry that
-# no longer reaches in fails until it is removed from here.
+# Issue 24, item 1 (images through the backend) removes these (9 modules, all reaching
+# in for images): a new one fails, and an entry that no longer reaches in fails until it
+# is removed from here.
 DOCKER_REACHES = frozenset(
     {
         "orsbox.bundle",
         "orsbox.cli.build",
         "orsbox.cli.doctor",
-        "orsbox.cli.doctor_network",
-        "orsbox.cli.gc",
-        "orsbox.cli.ps",
-        "orsbox.cluster.engines",
         "orsbox.cluster.images",
-        "orsbox.cluster.processes",
         "orsbox.formats.harbor.environment",
         "orsbox.formats.harbor.images",
         "orsbox.integrations.harbor",
@@ -96,6 +94,17 @@ DOCKER_REACHES = frozenset(
         "orsbox.targets",
     }
 )
+
+# Only the factory tells backends apart: elsewhere, code asks the backend what it can do
+# (`SandboxBackend.capabilities`), never which one it is (`kind`/`type` compared with a
+# backend's name, `isinstance` with a backend's or a config's class).
+BACKEND_NAMES = frozenset({"docker", "fake"})
+BACKEND_CLASSES = frozenset(
+    {"DockerConfig", "FakeConfig", "DockerBackend", "FakeBackend", "DockerSandbox", "FakeSandbox"}
+)
+KIND_DECIDERS = ("orsbox.sandbox.config", DOCKER, "orsbox.sandbox.fake")
+# Issue 24, item 1 removes these (the image half): shrinking only, as DOCKER_REACHES.
+KIND_CHECKS = frozenset({"orsbox.cli.build"})
 
 # third-party packages a layer must never import (a prefix also forbids its submodules)
 FORBIDDEN_PACKAGES = {
@@ -204,6 +213,56 @@ def docker_violations(imports: Imports) -> list[str]:
     )
 
 
+@functools.cache
+def _kind_checks_in(source: str) -> list[int]:
+    """Lines of `source` that tell backends apart by name or class."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if (isinstance(node, ast.Compare) and _compares_kind(node))
+        or (isinstance(node, ast.Call) and _isinstance_of_backend(node))
+    ]
+
+
+def _compares_kind(node: ast.Compare) -> bool:
+    operands = [node.left, *node.comparators]
+    named = any(isinstance(o, ast.Constant) and o.value in BACKEND_NAMES for o in operands)
+    return named and any(
+        isinstance(o, ast.Attribute) and o.attr in ("kind", "type") for o in operands
+    )
+
+
+def _isinstance_of_backend(node: ast.Call) -> bool:
+    if (
+        not (isinstance(node.func, ast.Name) and node.func.id == "isinstance")
+        or len(node.args) != 2
+    ):
+        return False
+    classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+    names = {c.id if isinstance(c, ast.Name) else getattr(c, "attr", "") for c in classes}
+    return bool(names & BACKEND_CLASSES)
+
+
+def kind_checks(root: Path) -> dict[str, list[int]]:
+    """Module -> lines that tell backends apart, outside the factory and the backends."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        if any(reaches(module, m) for m in KIND_DECIDERS):
+            continue
+        if lines := _kind_checks_in(path.read_text()):
+            found[module] = lines
+    return found
+
+
+def kind_violations(root: Path) -> list[str]:
+    found = kind_checks(root)
+    return sorted(
+        f"{module} (line {found[module][0]}) tells backends apart: ask `backend.capabilities`"
+        for module in set(found) - KIND_CHECKS
+    )
+
+
 def package_violations(imports: Imports) -> list[str]:
     found = set()
     for module, line, imported in imports:
@@ -220,6 +279,7 @@ def violations(root: Path) -> list[str]:
         layer_violations(imports, top_levels(root))
         + docker_violations(imports)
         + package_violations(imports)
+        + kind_violations(root)
     )
 
 
@@ -233,6 +293,11 @@ def test_docker_is_imported_only_by_the_factory_and_itself() -> None:
     assert not found, "\n".join(found)
 
 
+def test_only_the_factory_tells_backends_apart() -> None:
+    found = kind_violations(PACKAGE_ROOT)
+    assert not found, "\n".join(found)
+
+
 def test_layers_keep_third_party_packages_out() -> None:
     found = package_violations(package_imports(PACKAGE_ROOT))
     assert not found, "\n".join(found)
@@ -243,6 +308,8 @@ def test_the_known_exceptions_still_occur() -> None:
     imports = package_imports(PACKAGE_ROOT)
     fixed = DOCKER_REACHES - set(docker_reaches(imports))
     assert not fixed, f"no longer reaching into {DOCKER} (remove from DOCKER_REACHES): {fixed}"
+    fixed = KIND_CHECKS - set(kind_checks(PACKAGE_ROOT))
+    assert not fixed, f"no longer telling backends apart (remove from KIND_CHECKS): {fixed}"
     for module, (imported, _) in KNOWN_EXCEPTIONS.items():
         assert any(reaches(m, module) and reaches(i, imported) for m, _, i in imports), (
             f"{module} no longer imports {imported}: remove it from KNOWN_EXCEPTIONS"
@@ -310,6 +377,20 @@ def test_a_new_reach_into_docker_fails(package_copy: Path, module: str) -> None:
     finally:
         path.write_text(before)
     assert any(f"imports {DOCKER}" in line for line in found), found
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        'if backend.kind == "docker":\n    pass',
+        'ok = settings.backend.type != "fake"',
+        "ok = isinstance(settings.backend, DockerConfig)",
+        "ok = isinstance(backend, (WarmPool, docker.DockerBackend))",
+    ],
+)
+def test_a_new_kind_check_fails(package_copy: Path, check: str) -> None:
+    found = with_probe(package_copy, "orsbox.server", check)
+    assert any("tells backends apart" in line for line in found), found
 
 
 @pytest.mark.parametrize(
