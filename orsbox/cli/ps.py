@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from orsbox.sandbox.base import SandboxInfo
+from orsbox.errors import SandboxGone
+from orsbox.sandbox.base import SandboxBackend, SandboxInfo
 from orsbox.sandbox.usage import ResourceUsage
 
 out = Console(highlight=False)
@@ -35,13 +36,20 @@ def all_sandboxes(*, with_usage: bool = False) -> list[Listed]:
         try:
             found = await backend.list(all_servers=True)
             return [
-                Listed(s, await backend.usage_of(s.id) if with_usage and _running(s) else None)
+                Listed(s, await _usage(backend, s) if with_usage and _running(s) else None)
                 for s in found
             ]
         finally:
             await backend.close()
 
     return asyncio.run(listing())
+
+
+async def _usage(backend: SandboxBackend, sandbox: SandboxInfo) -> ResourceUsage | None:
+    try:
+        return await backend.usage_of(sandbox.id)
+    except SandboxGone:  # removed between the listing and this look (a busy host)
+        return None
 
 
 def _running(sandbox: SandboxInfo) -> bool:
