@@ -41,6 +41,8 @@ FAKE_DIFFERENCES = {
     "no-container": "the fake has no container to inspect from outside",
     "cleared-environment": "the fake finds a sandbox's processes by a marker in their "
     "environment: a process started with `env -i` escapes it",
+    "image-steps": "the fake's image builds run no steps (RUN, COPY): they record the "
+    "recipe and its labels, and fail only for a missing parent image",
 }
 PODMAN_DIFFERENCES = {
     "networked-sandboxes": "the private Podman service's tests start no sandbox with a "

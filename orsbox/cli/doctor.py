@@ -17,6 +17,10 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from orsbox.sandbox.base import SandboxBackend
+from orsbox.sandbox.config import DEFAULT_ENGINE
+from orsbox.sandbox.images import BASE_IMAGE
+
 out = Console(highlight=False)
 
 PROBE_MEMORY_BYTES = 64 * 1024**2
@@ -60,24 +64,41 @@ def report(check: Check) -> None:
         out.print(f"     [bold]fix:[/bold] {check.fix}")
 
 
-def engine_check() -> tuple[Check, Any]:
-    from orsbox.sandbox.docker.engine import connect, engine_product
+@dataclass
+class Engine:
+    """The configured backend's engine as doctor found it: who answers, a client for
+    the probes, and whether the base image the probes run in is there."""
 
-    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    description: str
+    client: Any
+    has_base: bool
+
+
+def engine_check() -> tuple[Check, Engine | None]:
+    from orsbox.sandbox.config import engine_address, with_backend
+    from orsbox.sandbox.docker.engine import connect
+    from orsbox.settings import Settings
+
+    config = Settings().backend
+    where = getattr(config, "engine", None) or os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
     try:
-        client = connect(timeout_s=20)
-        version = client.version()
+        description, has_base = with_backend(config, _describe)
+        client = connect(engine_address(config), timeout_s=20)  # type: ignore[arg-type]
     except Exception as e:
         fix = "start one with `bash scripts/start-docker.sh` (it installs docker.io if needed)"
         if os.environ.get("DOCKER_HOST"):
             fix += f", or unset DOCKER_HOST / point it at a running engine (it is {where})"
         return Check("Docker engine", False, f"no Docker engine answers at {where}: {e}", fix), None
-    return Check("Docker engine", True, f"{engine_product(version)} at {where}"), client
+    return Check("Docker engine", True, description), Engine(description, client, has_base)
 
 
-def image_checks(client: Any) -> list[Check]:
+async def _describe(backend: SandboxBackend) -> tuple[str, bool]:
+    return await backend.describe(), await backend.images.has(BASE_IMAGE)
+
+
+def image_checks() -> list[Check]:
     from orsbox.bundle import bundled_targets, image_recipes, needed_images
-    from orsbox.sandbox.docker.images import image_exists
+    from orsbox.cli.build import on_images, present
     from orsbox.targets import resolve_targets
 
     try:
@@ -85,9 +106,10 @@ def image_checks(client: Any) -> list[Check]:
         wanted = list(dict.fromkeys([*(r.tag for r in image_recipes()), *wanted]))
     except Exception as e:
         return [Check("bundled environments", False, str(e), "fix the manifest named above")]
+    there = on_images(lambda images: present(images, wanted))
     checks = []
     for tag in wanted:
-        ok = image_exists(client, tag)
+        ok = tag in there
         detail = "present" if ok else "missing"
         checks.append(Check(f"image {tag}", ok, detail, "run `orsbox build` (about 3 minutes)"))
     return checks
@@ -119,15 +141,13 @@ def probe(client: Any, image: str) -> tuple[dict[str, str], list[str]]:
     return readings, list(created.get("Warnings") or [])
 
 
-def limit_checks(client: Any) -> list[Check]:
-    from orsbox.sandbox.docker.images import BASE_IMAGE, image_exists
-
-    if not image_exists(client, BASE_IMAGE):
+def limit_checks(engine: Engine) -> list[Check]:
+    if not engine.has_base:
         return [
             Check("limits", False, f"not probed: {BASE_IMAGE} is missing", "run `orsbox build`")
         ]
     try:
-        readings, warnings = probe(client, BASE_IMAGE)
+        readings, warnings = probe(engine.client, BASE_IMAGE)
     except Exception as e:
         return [Check("limits", False, f"the probe container failed: {e}", "see docker's message")]
     checks = [
@@ -168,17 +188,16 @@ ISOLATION_PROBE = "echo kernel=$(uname -r); echo boot=$(dmesg 2>/dev/null | head
 RUNTIME_ALIASES = ("io.containerd.",)  # the engine's internal names for runc
 
 
-def runtime_checks(client: Any) -> list[Check]:
+def runtime_checks(engine: Engine) -> list[Check]:
     """Each runtime the engine offers, started with a probe that reads the kernel it
     sees: the host's (namespaces and cgroups only, like runc) or one of its own (gVisor
     says 4.4.0 and boots in dmesg). The configured runtime must be among them."""
-    from orsbox.sandbox.docker.engine import engine_product
-    from orsbox.sandbox.docker.images import BASE_IMAGE, image_exists
     from orsbox.settings import Settings
 
     wanted = getattr(Settings().backend, "runtime", None)
-    if engine_product(client.version()).startswith("Podman"):
+    if engine.description.startswith("Podman"):
         return [podman_runtime_check(wanted)]
+    client = engine.client
     runtimes = [
         name
         for name in (client.info().get("Runtimes") or {})
@@ -188,7 +207,7 @@ def runtime_checks(client: Any) -> list[Check]:
     if wanted and wanted not in runtimes:
         fix = "register it in daemon.json `runtimes` (see docs/gvisor.md) and kill -HUP dockerd"
         checks.append(Check(f"runtime {wanted}", False, "configured but not offered", fix))
-    if not image_exists(client, BASE_IMAGE):
+    if not engine.has_base:
         return checks
     for name in runtimes:
         checks.append(_isolation(client, name))
@@ -211,7 +230,7 @@ def _isolation(client: Any, runtime: str) -> Check:
     host_config = api.create_host_config(network_mode="none", runtime=runtime, init=True)
     try:
         created = api.create_container(
-            "orsbox/base:latest",
+            BASE_IMAGE,
             ["bash", "-c", ISOLATION_PROBE],
             host_config=host_config,
             labels={"orsbox.doctor": "1"},
@@ -256,14 +275,12 @@ def doctor() -> None:
     engine offers starts and shows whether it isolates the kernel (runsc: gVisor's). The
     egress guard's rules can be put in place (and what they block), and squid is there
     for allow-lists. Prints a fix for each failure; exit code 1 when anything failed."""
-    engine, client = engine_check()
-    checks = [engine]
-    report(engine)
+    check, engine = engine_check()
+    checks = [check]
+    report(check)
     from orsbox.cli.doctor_network import network_checks
 
-    found = (
-        [*image_checks(client), *limit_checks(client), *runtime_checks(client)] if client else []
-    )
+    found = [*image_checks(), *limit_checks(engine), *runtime_checks(engine)] if engine else []
     for check in [*found, *network_checks()]:
         report(check)
         checks.append(check)

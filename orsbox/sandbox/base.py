@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from orsbox.errors import SandboxError
 
 if TYPE_CHECKING:
+    from orsbox.sandbox.images import ImageStore
     from orsbox.sandbox.snapshots import SnapshotStore
     from orsbox.sandbox.usage import ResourceUsage
 
@@ -339,11 +340,23 @@ class SandboxBackend(abc.ABC):
         """None when the backend can start sandboxes; else a one-line reason."""
         return None
 
+    @property
+    def images(self) -> ImageStore:
+        """The images this backend starts sandboxes from (`orsbox.sandbox.images`), on
+        the engine it is configured for."""
+        raise SandboxError(f"{type(self).__name__} keeps no images")
+
+    async def describe(self) -> str:
+        """What runs this backend's sandboxes, for people (`orsbox doctor`): e.g.
+        `Docker 28.2.2 at unix:///var/run/docker.sock`. Raises `SandboxError` when it
+        does not answer."""
+        return type(self).__name__
+
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         """Fetch `image` from its registry into the engine this backend starts sandboxes
         on (a dataset's instance image missing when its episode starts), calling
         `progress` with a line now and then. Raises `SandboxError` saying why not."""
-        raise SandboxError(f"{type(self).__name__} cannot pull images")
+        await self.images.pull(image, progress)
 
 
 class BackendWrapper(SandboxBackend):
@@ -385,6 +398,13 @@ class BackendWrapper(SandboxBackend):
 
     async def health(self) -> str | None:
         return await self.backend.health()
+
+    @property
+    def images(self) -> ImageStore:
+        return self.backend.images
+
+    async def describe(self) -> str:
+        return await self.backend.describe()
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         await self.backend.pull_image(image, progress)

@@ -43,6 +43,7 @@ from orsbox.sandbox.base import (
     SandboxInfo,
     SandboxSpec,
 )
+from orsbox.sandbox.fake_images import FakeImages
 
 MARKER = "ORSBOX_FAKE_SANDBOX"
 SHELL_MARKER = "ORSBOX_FAKE_SHELL"
@@ -340,6 +341,14 @@ class FakeBackend(SandboxBackend):
     def __init__(self, server_id: str | None = None) -> None:
         self.server_id = server_id or f"fake-{os.getpid()}"
         self._sandboxes: dict[str, FakeSandbox] = {}
+        self._images = FakeImages()
+
+    @property
+    def images(self) -> FakeImages:
+        return self._images
+
+    async def describe(self) -> str:
+        return "the fake backend (host processes, no isolation)"
 
     async def start(self, spec: SandboxSpec) -> FakeSandbox:
         root = Path(tempfile.mkdtemp(prefix="orsbox-fake-"))
