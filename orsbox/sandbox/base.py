@@ -299,7 +299,8 @@ class Sandbox(abc.ABC):
 
 
 class SandboxBackend(abc.ABC):
-    """Creates sandboxes and cleans up after dead servers."""
+    """Creates sandboxes and cleans up after dead servers; keeps the images they start
+    from (`images`)."""
 
     kind: Literal["docker", "fake"]
     snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox

@@ -14,6 +14,7 @@ import pytest
 
 from orsbox.errors import ImageBuildError, ImageNotFound
 from orsbox.sandbox import SandboxBackend, SandboxSpec
+from orsbox.sandbox.base import BackendWrapper
 from orsbox.sandbox.fake_images import FakeImages
 from orsbox.sandbox.images import BASE_IMAGE, ImageRecipe, ImageStore, ensure_built
 from tests.runtimes import differs
@@ -114,3 +115,11 @@ async def test_a_build_needs_its_parent(backend: SandboxBackend, tmp_path: Path)
         await backend.images.build(recipe, lambda line: None)
     assert not await backend.images.has(recipe.tag)
     assert backend.images.built == []
+
+
+async def test_a_wrapped_backend_has_the_same_store_and_engine(backend: SandboxBackend) -> None:
+    """The warm pool and the metered backend pass the store and the engine through."""
+    wrapped = BackendWrapper(backend)
+    assert wrapped.images is backend.images
+    described = await wrapped.describe()
+    assert described == await backend.describe() and described
