@@ -44,18 +44,15 @@ def write_task(root: Path) -> Path:
 
 def build(folder: Path) -> str:
     """Build the task's image with orsbox's builder; return its tag."""
-    import docker
-
     from orsbox.formats import FormatOptions
     from orsbox.formats.harbor import load
-    from orsbox.sandbox.docker.images import build_image, image_exists
+    from orsbox.sandbox.config import with_backend
     from orsbox.sandbox.image_map import ImageMap
+    from orsbox.sandbox.images import ensure_built
 
     (env_cls,) = load(folder, FormatOptions(image_map=ImageMap.parse([IMAGE_MAP])))
     (recipe,) = env_cls.image_recipes()  # type: ignore[attr-defined]
-    client = docker.from_env()
-    if not image_exists(client, recipe.tag):
-        build_image(client, recipe, lambda line: None)
+    with_backend(None, lambda backend: ensure_built(backend.images, recipe, lambda line: None))
     return recipe.tag
 
 

@@ -4,8 +4,8 @@ The checkout holds `images/` (one folder per sandbox image, `orsbox/<folder>:lat
 each Dockerfile taking its parent as `ARG BASE_IMAGE`) and `environments/` (the
 bundled environments: folders with an `orsbox.toml`, or Python files). A manifest with
 a `[build]` table adds a recipe for its own image. `build_plan` orders recipes so every
-parent is built before its children; it is pure, so the docker side stays in
-`orsbox.sandbox.docker.images`.
+parent is built before its children; it is pure: a backend's image store builds them
+(`orsbox.sandbox.images`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from orsbox.authoring.declarative import DeclarativeEnvironment, manifest_path
 from orsbox.authoring.environment import Environment
 from orsbox.authoring.manifest import MANIFEST_NAME
 from orsbox.errors import ManifestError
-from orsbox.sandbox.docker.images import LOCAL_DEBIAN, ImageRecipe
+from orsbox.sandbox.images import LOCAL_DEBIAN, ImageRecipe
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 BASE_ARG = re.compile(r"^\s*ARG\s+BASE_IMAGE\s*=\s*(\S+)", re.MULTILINE)

@@ -5,7 +5,8 @@ In order, a target is:
      or a folder holding Harbor / Terminal-Bench task folders (`orsbox.formats`);
   1. a path: a folder with an `orsbox.toml`, a manifest, a `.py` file (`file.py:Class`);
   2. the name of a bundled environment (`coding`), for `orsbox run`;
-  3. a local Docker image whose manifest is inside it (`orsbox serve me/env:latest`);
+  3. a local image whose manifest is inside it (`orsbox serve me/env:latest`), on the
+     default engine's image store (`orsbox.sandbox.images`);
   4. a Python module, `module` or `module:Class`.
 Images come before modules because `name:tag` reads as both; a module name is never a
 valid image reference once it has a capital letter, and rarely otherwise.
@@ -20,7 +21,6 @@ whatever the manifest's `image` says.
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
 import os
@@ -38,6 +38,9 @@ from orsbox.authoring.loading import is_manifest, load_environment
 from orsbox.bundle import bundled_target, bundled_targets
 from orsbox.errors import ManifestError, SandboxError
 from orsbox.formats import FormatOptions
+from orsbox.sandbox.base import SandboxBackend
+from orsbox.sandbox.config import with_backend
+from orsbox.sandbox.images import ImageStore
 
 log = logging.getLogger("orsbox.targets")
 
@@ -68,10 +71,8 @@ def resolve_target(target: str, options: FormatOptions | None = None) -> list[ty
     bundled = bundled_target(target) if "/" not in target and ":" not in target else None
     if bundled is not None:
         return load_environment(bundled)
-    client = _docker_client()
-    if client is not None and _local_image(client, target):
-        return [image_environment(client, target)]
-    return load_environment(target)
+    found = _image_target(target)
+    return [found] if found is not None else load_environment(target)
 
 
 def _benchmark_loader(target: str) -> tuple[Any, str] | None:
@@ -102,32 +103,32 @@ def _is_path(target: str) -> bool:
     return is_manifest(target) or target.endswith(".py") or Path(file_part).exists()
 
 
-@functools.cache
-def _docker_client() -> Any:
-    from orsbox.sandbox.docker.engine import connect
+def _image_target(target: str) -> type[DeclarativeEnvironment] | None:
+    """The environment inside the local image `target`; None when there is no such
+    image, or no engine answers (the error comes later if it was meant as one)."""
+
+    async def from_image(backend: SandboxBackend) -> type[DeclarativeEnvironment] | None:
+        if not await backend.images.has(target):
+            return None
+        return await image_environment(backend.images, target)
 
     try:
-        client = connect(timeout_s=30)
-        client.ping()
-    except Exception:  # no engine: no image targets, and the error comes later if needed
+        return with_backend(None, from_image)
+    except SandboxError:
         return None
-    return client
-
-
-def _local_image(client: Any, reference: str) -> bool:
-    from orsbox.sandbox.docker.images import has_image
-
-    return has_image(client, reference)
 
 
 # -- environments that are nothing but an image ------------------------------------------
-def image_environment(client: Any, image: str) -> type[DeclarativeEnvironment]:
-    """The environment whose manifest lives inside `image`."""
-    from orsbox.sandbox.docker.images import image_labels
-
-    manifest_in_image = image_labels(client, image).get(MANIFEST_LABEL, IMAGE_MANIFEST)
+async def image_environment(images: ImageStore, image: str) -> type[DeclarativeEnvironment]:
+    """The environment whose manifest lives inside `image`; `ManifestError` when it
+    cannot be read from there."""
+    try:
+        labels = await images.labels(image)
+    except SandboxError as e:
+        raise ManifestError(f"image {image}: {e}") from None
+    manifest_in_image = labels.get(MANIFEST_LABEL, IMAGE_MANIFEST)
     folder_in_image = posixpath.dirname(manifest_in_image)
-    local = _cached_folder(client, image, folder_in_image)
+    local = await _cached_folder(images, image, folder_in_image)
     _warn_if_readable(local, image, folder_in_image)
     try:
         return manifest_environment(local / posixpath.basename(manifest_in_image), image=image)
@@ -140,15 +141,12 @@ def cache_dir() -> Path:
     return Path(base) / "orsbox" / "images"
 
 
-def _cached_folder(client: Any, image: str, folder: str) -> Path:
+async def _cached_folder(images: ImageStore, image: str, folder: str) -> Path:
     """`folder` of `image` on the host, unpacked once per image id."""
-    from orsbox.sandbox.docker.images import read_folder
-
-    image_id = client.images.get(image).id.split(":")[-1][:16]
-    cached = cache_dir() / image_id
+    cached = cache_dir() / (await images.image_id(image)).split(":")[-1][:16]
     if not cached.is_dir():
         try:
-            archive = read_folder(client, image, folder)
+            archive = await images.read_folder(image, folder)
         except SandboxError as e:
             raise ManifestError(
                 f"image {image} has no {folder} folder for its manifest (set the "

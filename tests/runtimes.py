@@ -18,10 +18,10 @@ import os
 import docker
 import pytest
 
-from orsbox.cli.doctor import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox import DockerConfig, Sandbox, SandboxBackend
 from orsbox.sandbox.config import is_gvisor
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.diagnosis import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox.docker.engine import engine_product
 from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
 
@@ -42,6 +42,8 @@ FAKE_DIFFERENCES = {
     "no-container": "the fake has no container to inspect from outside",
     "cleared-environment": "the fake finds a sandbox's processes by a marker in their "
     "environment: a process started with `env -i` escapes it",
+    "image-steps": "the fake's image builds run no steps (RUN, COPY): they record the "
+    "recipe and its labels, and fail only for a missing parent image",
 }
 PODMAN_DIFFERENCES = {
     "networked-sandboxes": "the private Podman service's tests start no sandbox with a "

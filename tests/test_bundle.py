@@ -8,7 +8,7 @@ import pytest
 
 from orsbox.bundle import build_plan, bundled_targets, image_recipes
 from orsbox.errors import ManifestError
-from orsbox.sandbox.docker.images import LOCAL_DEBIAN, ImageRecipe
+from orsbox.sandbox.images import LOCAL_DEBIAN, ImageRecipe
 from orsbox.targets import resolve_targets
 
 

@@ -5,10 +5,11 @@ Also `ensure_images`, which `serve` and `run` call to build only what is missing
 
 from __future__ import annotations
 
+import functools
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -26,38 +27,52 @@ from orsbox.bundle import (
     needed_images,
 )
 from orsbox.cli.dataset_options import with_dataset_options
-from orsbox.errors import OrsboxError
+from orsbox.errors import OrsboxError, SandboxError
 from orsbox.formats import FormatOptions
-from orsbox.sandbox.docker.images import LOCAL_DEBIAN, ImageRecipe
+from orsbox.sandbox.config import BackendConfig, with_backend
+from orsbox.sandbox.images import LOCAL_DEBIAN, BuildLog, ImageRecipe, ImageStore
 
 console = Console(stderr=True, highlight=False)
+T = TypeVar("T")
 
 
-def docker_client(*, required: bool = True) -> Any:
-    """A client for the engine. Without one: a clear exit saying how to get one, or
-    (not `required`) a warning and None."""
-    from orsbox.sandbox.config import DockerConfig, engine_address
-    from orsbox.sandbox.docker.engine import connect
+def backend_config() -> BackendConfig:
+    """The configured backend (`ORSBOX_BACKEND`): its engine holds the images."""
     from orsbox.settings import Settings
 
-    backend = Settings().backend
+    return Settings().backend
+
+
+def engine_answers(*, required: bool = True) -> bool:
+    """Whether the configured backend's engine answers. Without one: a clear exit saying
+    how to get one, or (not `required`) a warning and False."""
     try:
-        config = backend if isinstance(backend, DockerConfig) else DockerConfig()
-        client = connect(engine_address(config), timeout_s=300)
-        client.ping()
-    except Exception as e:
-        if required:
-            console.print(f"[red]No Docker engine answers[/red] ({e}).")
-        else:
-            console.print(
-                f"[yellow]warning:[/yellow] no Docker engine answers ({e}); container "
-                "environments will fail until one runs."
-            )
-        console.print("Start one with `bash scripts/start-docker.sh`; `orsbox doctor` checks more.")
-        if required:
-            raise typer.Exit(1) from None
-        return None
-    return client
+        why = with_backend(backend_config(), lambda backend: backend.health())
+    except SandboxError as e:
+        why = str(e)
+    if why is None:
+        return True
+    if required:
+        console.print(f"[red]No Docker engine answers[/red] ({why}).")
+    else:
+        console.print(
+            f"[yellow]warning:[/yellow] no Docker engine answers ({why}); container "
+            "environments will fail until one runs."
+        )
+    console.print("Start one with `bash scripts/start-docker.sh`; `orsbox doctor` checks more.")
+    if required:
+        raise typer.Exit(1)
+    return False
+
+
+def on_images(work: Callable[[ImageStore], Awaitable[T]]) -> T:
+    """`await work(store)` on the configured backend's image store."""
+    return with_backend(backend_config(), lambda backend: work(backend.images))
+
+
+async def present(images: ImageStore, tags: Iterable[str | None]) -> set[str]:
+    """Which of `tags` the store has (one engine call each)."""
+    return {tag for tag in dict.fromkeys(tags) if tag is not None and await images.has(tag)}
 
 
 def all_recipes(
@@ -67,14 +82,12 @@ def all_recipes(
     return [*image_recipes(), *extra, *own]
 
 
-def run_plan(
-    client: Any, plan: Sequence[ImageRecipe], *, keep_going: bool = False
+async def run_plan(
+    images: ImageStore, plan: Sequence[ImageRecipe], *, keep_going: bool = False
 ) -> dict[str, str]:
     """Build `plan` in order, one spinner per image showing its latest build line. A
     failed build ends the command, or (`keep_going`: a dataset whose other tasks can
     still be served) is printed and returned as {tag: error}."""
-    from orsbox.sandbox.docker.images import build_image, image_exists, make_local_debian
-
     failed: dict[str, str] = {}
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
@@ -82,9 +95,9 @@ def run_plan(
             if recipe.base_image in failed:
                 failed[recipe.tag] = f"its base image {recipe.base_image} failed to build"
                 continue
-            if recipe.base_image == LOCAL_DEBIAN and not image_exists(client, LOCAL_DEBIAN):
-                _step(progress, LOCAL_DEBIAN, make_local_debian)
-            error = _step(progress, recipe.tag, lambda log, r=recipe: build_image(client, r, log))
+            if recipe.base_image == LOCAL_DEBIAN and not await images.has(LOCAL_DEBIAN):
+                await _step(progress, LOCAL_DEBIAN, images.make_local_base)
+            error = await _step(progress, recipe.tag, functools.partial(images.build, recipe))
             if error is not None:
                 if not keep_going:
                     progress.stop()
@@ -96,7 +109,9 @@ def run_plan(
     return failed
 
 
-def _step(progress: Progress, tag: str, work: Any) -> str | None:
+async def _step(
+    progress: Progress, tag: str, work: Callable[[BuildLog], Awaitable[object]]
+) -> str | None:
     task = progress.add_task(f"[bold]{tag}[/bold]", total=1)
 
     def log(line: str) -> None:
@@ -104,7 +119,7 @@ def _step(progress: Progress, tag: str, work: Any) -> str | None:
         progress.update(task, description=f"[bold]{tag}[/bold] [dim]{line}[/dim]")
 
     try:
-        work(log)
+        await work(log)
     except OrsboxError as e:
         progress.update(task, description=f"[red]{tag} failed[/red]")
         return str(e)
@@ -114,32 +129,37 @@ def _step(progress: Progress, tag: str, work: Any) -> str | None:
 
 def ensure_images(environments: Sequence[type[Environment]]) -> None:
     """Build the images these environments need that are missing (and their parents)."""
-    from orsbox.sandbox.docker.images import image_exists
-
     wanted = needed_images(environments)
-    if not wanted:
-        return
-    client = docker_client(required=False)
-    if client is None:
-        return
+    if wanted and engine_answers(required=False):
+        on_images(lambda images: _ensure(images, environments, wanted))
+
+
+async def _ensure(
+    images: ImageStore, environments: Sequence[type[Environment]], wanted: list[str]
+) -> None:
     recipes = all_recipes(environments)
-    plan = build_plan(wanted, recipes, lambda tag: image_exists(client, tag))
+    there = await present(images, [*wanted, *(r.tag for r in recipes), *_bases(recipes)])
+    plan = build_plan(wanted, recipes, there.__contains__)
     if plan:
         console.print(f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}")
         tolerant = [e for e in environments if callable(getattr(e, "image_build_failed", None))]
-        failed = run_plan(client, plan, keep_going=bool(tolerant))
+        failed = await run_plan(images, plan, keep_going=bool(tolerant))
         for env_cls in tolerant:
             for tag, error in failed.items():
                 env_cls.image_build_failed(tag, error)  # type: ignore[attr-defined]
     known = {r.tag for r in recipes}
     for tag in wanted:
-        if tag not in known and not image_exists(client, tag):
+        if tag not in known and not await images.has(tag):
             console.print(
                 f"[yellow]warning:[/yellow] image {tag} is missing and orsbox has no "
                 "recipe for it; episodes that need it will fail until you build it or "
                 "map it onto an image you have (--image-map NAME=IMAGE; a Harbor task "
                 "with environment/Dockerfile: --build-missing)"
             )
+
+
+def _bases(recipes: Iterable[ImageRecipe]) -> list[str | None]:
+    return [r.base_image for r in recipes]
 
 
 def _requested(paths: Sequence[str], dataset: FormatOptions) -> tuple[list[str], list[ImageRecipe]]:
@@ -193,10 +213,9 @@ def build(
     mmdebstrap; set BASE_IMAGE=debian:bookworm-slim to start from the registry's.
     `--server` builds the server's image the same way (BASE_IMAGE=python:3.11-slim for
     the registry's base)."""
-    from orsbox.sandbox.docker.images import image_exists
-
     if server:
-        build_server_image(docker_client())
+        engine_answers()
+        on_images(build_server_image)
         return
     if paths:
         tags, recipes = _requested(paths, dataset or FormatOptions())
@@ -206,9 +225,18 @@ def build(
         envs = resolve_targets(bundled_targets())
         recipes = all_recipes(envs)
         tags = [r.tag for r in recipes]
-    client = docker_client()
+    engine_answers()
+    on_images(lambda images: _build(images, tags, recipes, rebuild=not missing_only))
+
+
+async def _build(
+    images: ImageStore, tags: list[str], recipes: list[ImageRecipe], *, rebuild: bool
+) -> None:
+    """`orsbox build`: every tag with a recipe (only the missing ones without `rebuild`);
+    a tag without one must already be there."""
     known = {r.tag for r in recipes}
-    missing = [t for t in tags if t not in known and not image_exists(client, t)]
+    there = await present(images, [*tags, *known, *_bases(recipes)])
+    missing = [t for t in tags if t not in known and t not in there]
     if missing:
         console.print(
             f"[red]No recipe for[/red] {', '.join(missing)}, and the engine does not have "
@@ -216,15 +244,14 @@ def build(
             "NAME=IMAGE."
         )
         raise typer.Exit(1)
-    exists = lambda tag: image_exists(client, tag)  # noqa: E731
-    plan = build_plan(tags, recipes, exists, rebuild=not missing_only)
+    plan = build_plan(tags, recipes, there.__contains__, rebuild=rebuild)
     if not plan:
         console.print("Every image is there.")
         return
-    run_plan(client, plan)
+    await run_plan(images, plan)
 
 
-def build_server_image(client: Any) -> None:
+async def build_server_image(images: ImageStore) -> None:
     """orsbox/server:latest from a throw-away context holding the wheels made here, and
     the router beside it (orsbox.cluster.images)."""
     from orsbox.cluster.images import router_recipe, server_recipe
@@ -236,4 +263,4 @@ def build_server_image(client: Any) -> None:
             except OrsboxError as e:
                 console.print(f"[red]error:[/red] {escape(str(e))}")
                 raise typer.Exit(1) from None
-        run_plan(client, [server, router_recipe()])
+        await run_plan(images, [server, router_recipe()])

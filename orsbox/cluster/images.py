@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orsbox.bundle import CHECKOUT, root_base
 from orsbox.errors import ImageBuildError
-from orsbox.sandbox.docker.images import LOCAL_DEBIAN, BuildLog, ImageRecipe
+from orsbox.sandbox.images import LOCAL_DEBIAN, BuildLog, ImageRecipe
 
 SERVER_IMAGE = "orsbox/server:latest"
 ROUTER_IMAGE = "orsbox/router:latest"

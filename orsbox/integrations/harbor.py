@@ -31,7 +31,6 @@ import tarfile
 from pathlib import Path
 from typing import Any, ClassVar
 
-import anyio
 from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.environments.options import EnvironmentOptions
@@ -43,10 +42,9 @@ from orsbox.integrations.handles import LocalSandbox, RemoteSandbox, SandboxHand
 from orsbox.integrations.sandbox_client import SandboxApiClient
 from orsbox.integrations.streams import run_split
 from orsbox.sandbox.base import SandboxBackend, SandboxLimits, SandboxSpec
-from orsbox.sandbox.config import DockerConfig, create_backend, engine_address
-from orsbox.sandbox.docker.engine import connect
-from orsbox.sandbox.docker.images import ImageRecipe, build_image, image_exists
+from orsbox.sandbox.config import DockerConfig, create_backend
 from orsbox.sandbox.image_map import ImageMap
+from orsbox.sandbox.images import ensure_built
 
 OUTPUT_CAP_BYTES = 64 * 1024 * 1024
 FILE_LIMIT_BYTES = 1024**3
@@ -125,14 +123,14 @@ class OrsboxEnvironment(BaseEnvironment):
         )
         self._backend = create_backend(config)
         spec = SandboxSpec(
-            image=await self._image(config, force_build),
+            image=await self._image(self._backend, config, force_build),
             limits=limits,
             env=self._merge_env(None) or {},
             labels={"orsbox.harbor.session": self.session_id[:100]},
         )
         return LocalSandbox(await self._backend.start(spec))
 
-    async def _image(self, config: DockerConfig, force_build: bool) -> str:
+    async def _image(self, backend: SandboxBackend, config: DockerConfig, force_build: bool) -> str:
         """The task's image as orsbox's own Harbor loader finds it (docker_image, the
         compose service or the Dockerfile, FROM lines through the image map), built
         here when it is a Dockerfile's."""
@@ -144,16 +142,8 @@ class OrsboxEnvironment(BaseEnvironment):
             build_timeout_s=self.task_env_config.build_timeout_sec,
         )
         if found.recipe is not None:
-            await anyio.to_thread.run_sync(self._build, config, found.recipe, force_build)
+            await ensure_built(backend.images, found.recipe, self.logger.debug, force=force_build)
         return found.tag
-
-    def _build(self, config: DockerConfig, recipe: ImageRecipe, force_build: bool) -> None:
-        client = connect(engine_address(config), timeout_s=300)
-        try:
-            if force_build or not image_exists(client, recipe.tag):
-                build_image(client, recipe, self.logger.debug)
-        finally:
-            client.close()
 
     async def _start_remote(self, limits: SandboxLimits) -> SandboxHandle:
         image = self.task_env_config.docker_image

@@ -12,6 +12,7 @@ from orsbox.sandbox.base import (
     SandboxSpec,
 )
 from orsbox.sandbox.config import BackendConfig, DockerConfig, FakeConfig, create_backend
+from orsbox.sandbox.images import ImageRecipe, ImageStore
 
 __all__ = [
     "EXEC_TIMEOUT_S",
@@ -21,6 +22,8 @@ __all__ = [
     "ExecResult",
     "FakeConfig",
     "HostMount",
+    "ImageRecipe",
+    "ImageStore",
     "Sandbox",
     "SandboxBackend",
     "SandboxInfo",

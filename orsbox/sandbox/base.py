@@ -32,7 +32,9 @@ from orsbox.errors import SandboxError
 
 if TYPE_CHECKING:
     from orsbox.sandbox.capabilities import BackendCapabilities
+    from orsbox.sandbox.diagnosis import EngineCheck
     from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
+    from orsbox.sandbox.images import ImageStore
     from orsbox.sandbox.snapshots import SnapshotStore
     from orsbox.sandbox.usage import ResourceUsage
 
@@ -305,7 +307,8 @@ class Sandbox(abc.ABC):
 
 
 class SandboxBackend(abc.ABC):
-    """Creates sandboxes and cleans up after dead servers."""
+    """Creates sandboxes and cleans up after dead servers; keeps the images they start
+    from (`images`)."""
 
     kind: Literal["docker", "fake"]
     snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox
@@ -359,11 +362,29 @@ class SandboxBackend(abc.ABC):
         """None when the backend can start sandboxes; else a one-line reason."""
         return None
 
+    @property
+    def images(self) -> ImageStore:
+        """The images this backend starts sandboxes from (`orsbox.sandbox.images`), on
+        the engine it is configured for."""
+        raise SandboxError(f"{type(self).__name__} keeps no images")
+
+    async def describe(self) -> str:
+        """What runs this backend's sandboxes, for people (`orsbox doctor`): e.g.
+        `Docker 28.2.2 at unix:///var/run/docker.sock`. Raises `SandboxError` when it
+        does not answer."""
+        return type(self).__name__
+
+    async def engine_checks(self) -> list[EngineCheck]:
+        """`orsbox doctor`'s questions to what runs the sandboxes, each answered with a fix
+        (Docker: are the limits enforced, proven by a probe container; which runtimes start
+        and what kernel they show). None to ask: an empty list."""
+        return []
+
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         """Fetch `image` from its registry into the engine this backend starts sandboxes
         on (a dataset's instance image missing when its episode starts), calling
         `progress` with a line now and then. Raises `SandboxError` saying why not."""
-        raise SandboxError(f"{type(self).__name__} cannot pull images")
+        await self.images.pull(image, progress)
 
 
 class BackendWrapper(SandboxBackend):
@@ -415,6 +436,16 @@ class BackendWrapper(SandboxBackend):
 
     async def health(self) -> str | None:
         return await self.backend.health()
+
+    @property
+    def images(self) -> ImageStore:
+        return self.backend.images
+
+    async def describe(self) -> str:
+        return await self.backend.describe()
+
+    async def engine_checks(self) -> list[EngineCheck]:
+        return await self.backend.engine_checks()
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         await self.backend.pull_image(image, progress)

@@ -13,8 +13,9 @@ import ipaddress
 import json
 import os
 import tomllib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
@@ -29,6 +30,7 @@ DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 # Runtime names that mean gVisor (see docs/gvisor.md): `runsc`, and `runsc-<variant>`
 # for the same binary registered again with other runtimeArgs (`runsc-ptrace`).
 GVISOR_RUNTIME = "runsc"
+T = TypeVar("T")
 
 
 class _Config(BaseModel):
@@ -215,3 +217,20 @@ def create_backend(
     from orsbox.sandbox.docker import DockerBackend
 
     return DockerBackend(server_id, config=config, start_concurrency=start_concurrency)
+
+
+def with_backend(
+    config: DockerConfig | FakeConfig | None, work: Callable[[SandboxBackend], Awaitable[T]]
+) -> T:
+    """`await work(backend)` on a backend made for `config`, from synchronous code (the
+    CLI: its image store, its health); the backend is closed afterwards."""
+    import anyio
+
+    async def run() -> T:
+        backend = create_backend(config)
+        try:
+            return await work(backend)
+        finally:
+            await backend.close()
+
+    return anyio.run(run)

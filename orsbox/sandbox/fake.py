@@ -43,6 +43,7 @@ from orsbox.sandbox.base import (
     SandboxSpec,
 )
 from orsbox.sandbox.capabilities import BackendCapabilities
+from orsbox.sandbox.fake_images import FakeImages
 from orsbox.sandbox.guest import script as guest_code
 
 MARKER = "ORSBOX_FAKE_SANDBOX"
@@ -353,6 +354,14 @@ class FakeBackend(SandboxBackend):
     def __init__(self, server_id: str | None = None) -> None:
         self.server_id = server_id or f"fake-{os.getpid()}"
         self._sandboxes: dict[str, FakeSandbox] = {}
+        self._images = FakeImages()
+
+    @property
+    def images(self) -> FakeImages:
+        return self._images
+
+    async def describe(self) -> str:
+        return "the fake backend (host processes, no isolation)"
 
     async def start(self, spec: SandboxSpec) -> FakeSandbox:
         root = Path(tempfile.mkdtemp(prefix="orsbox-fake-"))

@@ -10,7 +10,7 @@ import pytest
 
 from orsbox.cluster import images
 from orsbox.errors import ImageBuildError
-from orsbox.sandbox.docker.images import LOCAL_DEBIAN
+from orsbox.sandbox.images import LOCAL_DEBIAN
 
 
 def fake_wheels(checkout: Path, wheels: Path, log: object) -> None:

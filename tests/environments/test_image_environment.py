@@ -14,7 +14,9 @@ import docker
 import pytest
 from ors.client import ORS
 
+from orsbox.authoring.declarative import DeclarativeEnvironment
 from orsbox.errors import ManifestError
+from orsbox.sandbox.config import with_backend
 from orsbox.targets import cache_dir, image_environment
 from tests.servers import LiveServer, start_server
 
@@ -58,6 +60,11 @@ else:
     print("checked out.txt and your answer")
     print(json.dumps({"reward": float(ok), "message": "correct" if ok else "wrong"}))
 """
+
+
+def environment_in(image: str) -> type[DeclarativeEnvironment]:
+    """The environment in `image`, read through the default engine's image store."""
+    return with_backend(None, lambda backend: image_environment(backend.images, image))
 
 
 def forget(client: docker.DockerClient, tag: str) -> None:
@@ -138,7 +145,7 @@ def test_readable_task_files_are_warned_about(
     build(docker_client, tmp_path, tag, chmod=False)
     try:
         with caplog.at_level(logging.WARNING, logger="orsbox.targets"):
-            env = image_environment(docker_client, tag)
+            env = environment_in(tag)
         assert env.name() == "reverse" and env.image == tag
         assert "readable by the agent" in caplog.text and "chmod -R go= /orsbox" in caplog.text
     finally:
@@ -149,10 +156,10 @@ def test_a_root_only_manifest_folder_is_fine(
     image: str, docker_client: docker.DockerClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="orsbox.targets"):
-        assert image_environment(docker_client, image).name() == "reverse"
+        assert environment_in(image).name() == "reverse"
     assert "readable" not in caplog.text
 
 
 def test_an_image_without_a_manifest(docker_client: docker.DockerClient, base_image: str) -> None:
     with pytest.raises(ManifestError, match="has no /orsbox folder"):
-        image_environment(docker_client, base_image)
+        environment_in(base_image)

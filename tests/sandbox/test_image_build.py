@@ -10,7 +10,8 @@ import docker
 import pytest
 
 from orsbox.errors import ImageBuildError
-from orsbox.sandbox.docker.images import BuildOutput, ImageRecipe, build_image, image_exists
+from orsbox.sandbox.docker.images import BuildOutput, build_image, image_exists
+from orsbox.sandbox.images import ImageRecipe
 
 ESC = "\x1b"
 

@@ -35,7 +35,7 @@ from orsbox.formats.harbor.verifier import verify
 from orsbox.formats.options import FormatOptions
 from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
 from orsbox.sandbox.base import SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker.images import ImageRecipe
+from orsbox.sandbox.images import ImageRecipe
 
 DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from orsbox.errors import ManifestError
-from orsbox.sandbox.docker.images import LOCAL_DEBIAN, ImageRecipe
 from orsbox.sandbox.image_map import ImageMap
+from orsbox.sandbox.images import LOCAL_DEBIAN, ImageRecipe
 
 TAG_PREFIX = "orsbox-harbor/"
 COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")

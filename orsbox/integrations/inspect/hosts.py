@@ -21,6 +21,7 @@ from orsbox.integrations.inspect.config import DEFAULT_IMAGE, ConfigRefused, Ors
 from orsbox.integrations.sandbox_client import SandboxApiClient
 from orsbox.sandbox.base import SandboxBackend, SandboxSpec
 from orsbox.sandbox.config import DockerConfig, create_backend
+from orsbox.sandbox.images import ImageRecipe, ensure_built
 
 LABEL = "orsbox.inspect.task"
 
@@ -83,22 +84,15 @@ class LocalHost:
     async def prepare(self) -> None:
         async with self.lock:
             for dockerfile in sorted(self.dockerfiles - set(self.built)):
-                self.built[dockerfile] = await anyio.to_thread.run_sync(
-                    self._build, Path(dockerfile)
-                )
+                self.built[dockerfile] = await self._build(Path(dockerfile))
 
-    def _build(self, dockerfile: Path) -> str:
-        from orsbox.sandbox.config import engine_address
-        from orsbox.sandbox.docker.engine import connect
-        from orsbox.sandbox.docker.images import ImageRecipe, build_image
-
+    async def _build(self, dockerfile: Path) -> str:
+        """The Dockerfile's image, built once per host: always through the engine's build
+        (its cache makes an unchanged one quick), as the tag names the Dockerfile's
+        content but not the files it copies."""
         tag = image_tag(dockerfile)
-        client = connect(engine_address(self.docker_config), timeout_s=300)
-        try:
-            recipe = ImageRecipe(tag, dockerfile.parent, dockerfile, origin=str(dockerfile))
-            build_image(client, recipe, lambda line: None)
-        finally:
-            client.close()
+        recipe = ImageRecipe(tag, dockerfile.parent, dockerfile, origin=str(dockerfile))
+        await ensure_built(self.backend.images, recipe, lambda line: None, force=True)
         return tag
 
     async def start(self, config: OrsboxSandboxConfig, task_name: str) -> SandboxHandle:

@@ -38,13 +38,16 @@ from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
 from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
+from orsbox.sandbox.diagnosis import EngineCheck
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork
+from orsbox.sandbox.docker.diagnosis import engine_checks
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine, engine_product
 from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.docker.host_state import check_guard, sweep_host_state
-from orsbox.sandbox.docker.images import build_hint, pull_image
+from orsbox.sandbox.docker.image_store import DockerImages
+from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.options import (
     address_space_bound,
     container_name,
@@ -58,6 +61,7 @@ from orsbox.sandbox.guest.loader import guest_argv, guest_payload
 from orsbox.sandbox.guest.sandbox import check
 from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
 from orsbox.sandbox.image_map import ImageMap
+from orsbox.sandbox.images import BASE_IMAGE
 from orsbox.sandbox.start_limit import StartLimit
 from orsbox.sandbox.usage import ResourceUsage
 
@@ -66,7 +70,6 @@ log = logging.getLogger("orsbox.sandbox.docker")
 GUEST_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
 START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
-PULL_READ_TIMEOUT_S = 600.0  # a pull may print nothing this long (a big layer extracting)
 
 
 def default_server_id() -> str:
@@ -103,6 +106,7 @@ class DockerBackend(SandboxBackend):
         )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
         self.snapshots = DockerSnapshots(self.engine, self.server_id)
+        self._images = DockerImages(self.engine)
         self.guarded = GuardedNetwork(self.engine, self.server_id, self.config.egress_allow)
         self.allowlist = AllowlistNetwork(
             self.engine,
@@ -223,16 +227,24 @@ class DockerBackend(SandboxBackend):
         self._orphans.add(task)
         task.add_done_callback(self._orphans.discard)
 
+    @property
+    def images(self) -> DockerImages:
+        return self._images
+
+    async def describe(self) -> str:
+        return f"{await self._product()} at {self.engine.address or 'DOCKER_HOST'}"
+
+    async def engine_checks(self) -> list[EngineCheck]:
+        description, has_base = await self.describe(), await self.images.has(BASE_IMAGE)
+        checks = functools.partial(engine_checks, self.engine.client, description, has_base)
+        return await anyio.to_thread.run_sync(checks, self.config.runtime)
+
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         """Into the configured engine, under the image map's name (as `start` would
         look for it); `progress` is called from a worker thread."""
-        image = self.image_map.rewrite(image) if self.image_map else image
-
-        def pull() -> None:
-            with self.engine.patient_client(PULL_READ_TIMEOUT_S) as client:
-                pull_image(client, image, progress)
-
-        await anyio.to_thread.run_sync(pull)
+        await self._images.pull(
+            self.image_map.rewrite(image) if self.image_map else image, progress
+        )
 
     def _configured(self, spec: SandboxSpec) -> SandboxSpec:
         """`spec` as this engine runs it: its image through the image map, and the
@@ -259,14 +271,19 @@ class DockerBackend(SandboxBackend):
         """Podman's Docker-compatible API ignores the runtime a container asks for
         (docs/backends.md): a sandbox meant for gVisor would silently run under runc.
         Refused instead; the engine is asked what it is once."""
+        product = await self._product()
+        if product.startswith("Podman"):
+            raise SandboxStartError(
+                f"runtime {runtime}: the engine is {product}, whose Docker "
+                "API ignores the runtime a container asks for; use a Docker engine for it"
+            )
+
+    async def _product(self) -> str:
+        """`Docker 28.2.2` or `Podman 4.3.1`, asked once."""
         if self._engine_product is None:
             version = await self.engine.run("version", lambda: self.engine.client.version())
             self._engine_product = engine_product(version)
-        if self._engine_product.startswith("Podman"):
-            raise SandboxStartError(
-                f"runtime {runtime}: the engine is {self._engine_product}, whose Docker "
-                "API ignores the runtime a container asks for; use a Docker engine for it"
-            )
+        return self._engine_product
 
     async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
         if spec.limits.disk_bytes is None:

@@ -1,21 +1,21 @@
-"""Sandbox images: is one present, how to build one, and reading files out of one.
+"""The Docker engine's images: is one present, pull, build, and reading files out of one.
 
-There is no registry to pull from here, so a missing image is an error that says how
-to build it rather than something to fetch. Images are built from Dockerfiles that take
-their parent as `ARG BASE_IMAGE` (an `ImageRecipe` names both), through the engine's
-build API so no docker CLI is needed. Blocking functions: callers run them in a thread.
+Images are built from Dockerfiles that take their parent as `ARG BASE_IMAGE` (an
+`ImageRecipe`, `orsbox.sandbox.images`, names both), through the engine's build API so no
+docker CLI is needed. Blocking functions: `DockerImages` (`image_store.py`) runs them in
+worker threads against the backend's configured engine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +24,12 @@ import docker.errors
 
 from orsbox.errors import ImageBuildError, SandboxError
 from orsbox.sandbox.docker.engine import read_archive, translated
+from orsbox.sandbox.images import BASE_IMAGE, BUILD_TIMEOUT_S, LOCAL_DEBIAN, BuildLog, ImageRecipe
 
-BASE_IMAGE = "orsbox/base:latest"
-LOCAL_DEBIAN = "orsbox/debian:bookworm"  # made without a registry by make-local-base.sh
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 BUILD_SCRIPT = SCRIPTS / "build-images.sh"
 LOCAL_BASE_SCRIPT = SCRIPTS / "make-local-base.sh"
-BUILD_TIMEOUT_S = 1800
 BUILD_QUIET_S = 900  # a build step may print nothing for this long (a compile, a download)
-
-BuildLog = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class ImageRecipe:
-    """How to build one image: `docker build --build-arg BASE_IMAGE=<base_image>`."""
-
-    tag: str
-    context: Path
-    dockerfile: Path
-    base_image: str | None = None  # None: the Dockerfile's own default
-    origin: str = ""  # what declares it, for messages: a folder or a manifest
-    timeout_s: float = BUILD_TIMEOUT_S  # a task may set its own (Harbor's build_timeout_sec)
-    network_mode: str | None = None  # "none": the build's RUN steps get no network at all
 
 
 def has_image(client: docker.DockerClient, reference: str) -> bool:
@@ -199,13 +182,16 @@ def remove_images(client: docker.DockerClient, images: list[str]) -> None:
             client.api.remove_image(image, force=False, noprune=True)
 
 
-def make_local_debian(log: BuildLog) -> None:
-    """`orsbox/debian:bookworm` from the Debian mirror (mmdebstrap | docker import)."""
+def make_local_debian(log: BuildLog, address: str | None = None) -> None:
+    """`orsbox/debian:bookworm` from the Debian mirror (mmdebstrap | docker import), in
+    the engine at `address` (None: DOCKER_HOST, else the default socket)."""
+    env = {**os.environ, "DOCKER_HOST": address} if address else None
     process = subprocess.Popen(
         ["bash", str(LOCAL_BASE_SCRIPT)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=env,
     )
     assert process.stdout is not None
     lines = []

@@ -1,0 +1,90 @@
+"""`DockerImages`: the image store of one Docker engine, the one its backend is configured
+for (`DockerBackend.images`). Every call runs off the event loop through the backend's
+`Engine`; a pull and a build, which may print nothing for minutes, get connections that
+wait that long."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+
+from orsbox.sandbox.docker import images as docker_images
+from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.images import BuildLog, ImageInfo, ImageRecipe, ImageStore
+
+PULL_READ_TIMEOUT_S = 600.0  # a pull may print nothing this long (a big layer extracting)
+BUILD_READ_TIMEOUT_S = 300.0  # calls around a build (removing a failed build's images)
+
+
+class DockerImages(ImageStore):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def has(self, ref: str) -> bool:
+        return await self.engine.run(
+            f"look up image {ref}", docker_images.has_image, self.engine.client, ref
+        )
+
+    async def pull(self, ref: str, progress: Callable[[str], None] | None = None) -> None:
+        """`progress` is called from a worker thread."""
+
+        def pull() -> None:
+            with self.engine.patient_client(PULL_READ_TIMEOUT_S) as client:
+                docker_images.pull_image(client, ref, progress)
+
+        await anyio.to_thread.run_sync(pull)
+
+    async def build(self, recipe: ImageRecipe, log: BuildLog) -> float:
+        """`log` is called from a worker thread."""
+
+        def build() -> float:
+            with self.engine.patient_client(BUILD_READ_TIMEOUT_S) as client:
+                return docker_images.build_image(client, recipe, log)
+
+        return await anyio.to_thread.run_sync(build)
+
+    async def make_local_base(self, log: BuildLog) -> None:
+        make = functools.partial(docker_images.make_local_debian, log, self.engine.address)
+        await anyio.to_thread.run_sync(make)
+
+    async def remove(self, refs: Sequence[str]) -> int:
+        removed = 0
+        for ref in refs:
+            removed += await self.engine.remove_image(ref)
+        return removed
+
+    async def list(self, labels: dict[str, str] | None = None) -> list[ImageInfo]:
+        wanted = [f"{k}={v}" for k, v in (labels or {}).items()]
+        api = self.engine.client.api
+        listing = functools.partial(api.images, filters={"label": wanted} if wanted else None)
+        return [to_info(image) for image in await self.engine.run("list images", listing)]
+
+    async def labels(self, ref: str) -> dict[str, str]:
+        found = await self.engine.inspect_image(ref)
+        return dict((found.get("Config") or {}).get("Labels") or {})
+
+    async def image_id(self, ref: str) -> str:
+        return str((await self.engine.inspect_image(ref))["Id"])
+
+    async def read_folder(self, ref: str, path: str) -> bytes:
+        return await self.engine.run(
+            f"read {path} from image {ref}",
+            docker_images.read_folder,
+            self.engine.client,
+            ref,
+            path,
+        )
+
+
+def to_info(image: dict[str, Any]) -> ImageInfo:
+    tags = tuple(t for t in image.get("RepoTags") or [] if t != "<none>:<none>")
+    return ImageInfo(
+        id=image["Id"],
+        tags=tags,
+        labels=dict(image.get("Labels") or {}),
+        created=float(image.get("Created") or 0),
+        size_bytes=int(image.get("Size") or 0),
+    )
