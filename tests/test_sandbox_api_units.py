@@ -21,7 +21,14 @@ from orsbox.errors import (
     ServiceUnavailable,
 )
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
-from orsbox.server.policy import check_sandbox_api, check_sandbox_image, check_sandbox_network
+from orsbox.sandbox.capabilities import BackendCapabilities
+from orsbox.sandbox.fake import FAKE_CAPABILITIES
+from orsbox.server.policy import (
+    check_backend_network,
+    check_sandbox_api,
+    check_sandbox_image,
+    check_sandbox_network,
+)
 from orsbox.server.sandbox_api.manager import SandboxManager
 from orsbox.server.sandbox_api.request import SandboxRequest, machine_limits
 from orsbox.settings import Settings
@@ -292,3 +299,23 @@ def test_which_session_urls_reach_this_server() -> None:
     ):
         assert not points_here(elsewhere, settings), elsewhere
     assert points_here("http://10.0.0.5:8123", Settings(host="10.0.0.5", port=8123))
+
+
+GVISOR = BackendCapabilities(
+    isolated=True,
+    network_modes=frozenset({False}),
+    switch_network=False,
+    runtime_choice=True,
+    snapshots=True,
+    runtime="runsc",
+)
+
+
+def test_a_network_the_backend_cannot_give_is_a_400_naming_what_it_offers() -> None:
+    check_backend_network(False, GVISOR)  # no network: every backend gives that
+    for asked in (True, "allowlist"):
+        with pytest.raises(BadRequest, match=r"network modes offered: none \(gVisor"):
+            check_backend_network(asked, GVISOR)
+    with pytest.raises(BadRequest, match="cannot change their network while running"):
+        check_backend_network(False, GVISOR, switching=True)
+    check_backend_network("allowlist", FAKE_CAPABILITIES, switching=True)  # not isolated

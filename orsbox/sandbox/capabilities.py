@@ -42,3 +42,12 @@ class BackendCapabilities:
     def offers_runtime(self, runtime: str) -> bool:
         """An environment may ask for `runtime`: the configured one or an allowed one."""
         return self.runtime_choice and (runtime == self.runtime or runtime in self.allowed_runtimes)
+
+    def describe_network(self) -> str:
+        """The network modes offered, for an error: e.g. `offered: none (gVisor: docs/gvisor.md)`."""
+        names = {False: "none", True: "guarded", "host": "host", "allowlist": "allow-list"}
+        offered = ", ".join(sorted(names[m] for m in self.network_modes)) or "none"
+        gvisor = (
+            " (gVisor: docs/gvisor.md)" if self.runtime and self.runtime.startswith("runsc") else ""
+        )
+        return f"network modes offered: {offered}{gvisor}"

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
-from orsbox.errors import Forbidden, PolicyViolation
+from orsbox.errors import BadRequest, Forbidden, PolicyViolation
 from orsbox.sandbox.base import HostMount, SandboxBackend, SandboxLimits
 from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.settings import Settings
@@ -190,3 +190,26 @@ def check_sandbox_network(network: bool | str, settings: Settings) -> None:
             "a sandbox with an allow-listed network (a network policy with allow rules) "
             "is not allowed; allow with ORSBOX_ALLOW_NETWORK_ALLOWLIST=1"
         )
+
+
+def check_backend_network(
+    network: bool | str, capabilities: BackendCapabilities, *, switching: bool = False
+) -> None:
+    """400 for a network the backend cannot give (gVisor's sandboxes have none), or for
+    switching a running sandbox's network where it cannot, asked of its `capabilities`
+    before anything starts. A backend that isolates nothing (the fake) is not asked."""
+    if not capabilities.isolated:
+        return
+    if switching and not capabilities.switch_network:
+        raise BadRequest(
+            "this server's sandboxes cannot change their network while running "
+            f"({capabilities.describe_network()})"
+        )
+    if network and network not in capabilities.network_modes:
+        raise BadRequest(
+            f"this server's sandboxes cannot have {NETWORK_NAMES.get(network, network)} "
+            f"({capabilities.describe_network()})"
+        )
+
+
+NETWORK_NAMES = {True: "network access", "allowlist": "an allow-listed network"}

@@ -23,7 +23,12 @@ from orsbox.server.access import presented_token
 from orsbox.server.deps import CallsDep, SessionIdDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
-from orsbox.server.policy import check_sandbox_image, check_sandbox_network, image_mapping
+from orsbox.server.policy import (
+    check_backend_network,
+    check_sandbox_image,
+    check_sandbox_network,
+    image_mapping,
+)
 from orsbox.server.sandbox_api import files
 from orsbox.server.sandbox_api.manager import ApiSandbox, SandboxManager, owner_of
 from orsbox.server.sandbox_api.request import NetworkPolicy, RunRequest, SandboxRequest, truthy
@@ -71,6 +76,7 @@ def _create(
     image = ImageMap.parse(settings.image_map).rewrite(body.image)
     check_sandbox_image(body.image, image, settings)
     check_sandbox_network(body.network_setting()[0], settings)
+    check_backend_network(body.network_setting()[0], manager.backend.capabilities)
     sid = manager.new_id()
     labels = {
         "orsbox.sandbox_api": "1",
@@ -209,6 +215,7 @@ async def set_network(
         raise BadRequest("this sandbox was created without network=; it cannot be given one")
     network, hosts = policy.setting()
     check_sandbox_network(network, settings)
+    check_backend_network(network, manager_of(request).backend.capabilities, switching=True)
     await sandbox.set_network(network, hosts)
     return {"status": "ok"}
 
