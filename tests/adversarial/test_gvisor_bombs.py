@@ -101,3 +101,25 @@ async def test_one_process_allocating_past_the_memory_fails_inside(
     )
     assert within.output == f"{300 * MIB}\n", within
     assert (await sandbox.shell("echo alive", timeout_s=20)).output == "alive\n"
+
+
+MANY_PROCESS_BOMB = (
+    "for i in $(seq 8); do"
+    ' python3 -c "b = bytearray(200 * 1024**2); import time; time.sleep(5)" &'
+    " done; wait; echo waited"
+)
+
+
+async def test_processes_that_together_pass_the_memory_are_killed_not_the_sandbox(
+    cpu_load: None, sandbox: DockerSandbox
+) -> None:
+    """Eight processes of 200 MiB in a 512 MiB sandbox, each under RLIMIT_AS: the agent's
+    memory watch kills the largest while the guest's memory is past the sandbox's (the
+    host's bound has room above it), as runc's OOM killer would; the call says so and
+    the session goes on (docs/gvisor.md, 'oom')."""
+    result = await sandbox.shell(MANY_PROCESS_BOMB, timeout_s=60)
+    assert result.oom_killed, result
+    assert "out of memory: killed process" in result.output, result.output
+    assert "waited" in result.output, result.output
+    assert (await sandbox.shell("echo alive", timeout_s=20)).output == "alive\n"
+    assert await user_processes(sandbox) == 0

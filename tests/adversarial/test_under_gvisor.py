@@ -91,6 +91,24 @@ def test_a_memory_bomb_fails_inside_and_the_session_answers(hostile: Episode) ->
     assert hostile.bash("echo alive")[0] == "alive\n"
 
 
+def test_processes_that_together_pass_the_memory_are_killed_and_the_session_answers(
+    hostile: Episode,
+) -> None:
+    """Eight processes of 100 MiB in the hostile env's 256 MiB sandbox, each under
+    RLIMIT_AS: the agent's memory watch kills the largest (tests/adversarial/
+    test_gvisor_bombs.py) and the call's answer says out of memory, as runc's OOM
+    killer would end them; the sandbox and the episode go on."""
+    command = (
+        "for i in $(seq 8); do"
+        ' python3 -c "b = bytearray(100 * 1024**2); import time; time.sleep(3)" &'
+        " done; wait; echo waited"
+    )
+    text, meta = hostile.bash(command, timeout=60)
+    assert "out of memory: killed process" in text, text
+    assert meta["oom_killed"] is True, meta
+    assert hostile.bash("echo alive")[0] == "alive\n"
+
+
 def test_a_fork_bomb_is_contained_or_ends_the_sandbox_as_oom(hostile: Episode) -> None:
     """GVISOR_DIFFERENCES["fork-bomb-memory"]: RLIMIT_NPROC stops the bomb at the pids
     limit, but each guest process also costs gVisor host memory, so with a small

@@ -368,6 +368,76 @@ class OomCounter:
 OOM = None  # the agent's OomCounter, made in main()
 
 
+class MemoryWatch:
+    """Under gVisor, an OOM killer inside: when the guest's memory passes `bound` bytes
+    while commands run, kill the largest process a command started.
+
+    gVisor has none of its own: processes that each stay under RLIMIT_AS but together
+    pass the sandbox's memory make the host kill gVisor's Sentry, so the whole sandbox
+    ends. gVisor's /proc/meminfo counts the guest's memory (MemTotal - MemAvailable;
+    MemTotal is the host's bound, which the host sets above `bound` so that what is
+    allocated between two looks fits), read with one pread per loop turn on a
+    descriptor kept open. Kills count as OOM kills in the call's reply."""
+
+    def __init__(self, bound):
+        self.bound = bound
+        self.kills = 0
+        self.fd = os.open("/proc/meminfo", os.O_RDONLY)
+
+    def used(self):
+        try:
+            text = os.pread(self.fd, 4096, 0)
+        except OSError:
+            return None
+        fields = {}
+        for line in text.splitlines():
+            key, _, value = line.partition(b":")
+            if key in (b"MemTotal", b"MemAvailable"):
+                fields[key] = int(value.split()[0]) * 1024
+        if len(fields) < 2:
+            return None
+        return fields[b"MemTotal"] - fields[b"MemAvailable"]
+
+    def check(self, victims):
+        """Kill the largest of `victims(table)`, as many as hold the excess, if the
+        guest's memory is past the bound; returns a note naming each."""
+        used = self.used()
+        if used is None or used <= self.bound:
+            return []
+        table = process_table()
+        sizes = sorted(((resident_bytes(pid), pid) for pid in victims(table)), reverse=True)
+        notes, over, killed = [], used - self.bound, set()
+        for size, pid in sizes:  # the largest first, until what they hold covers the excess
+            if over <= 0 or not size:
+                break
+            name = command_line(pid) or "?"
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add((pid, table[pid][2]))
+            self.kills += 1
+            over -= size
+            notes.append(
+                f"[orsbox: out of memory: killed process {pid} ({name[:80]}, {size >> 20} MiB),"
+                f" the largest, as the sandbox's processes used {used >> 20} MiB"
+                f" of {self.bound >> 20}]"
+            )
+        wait_dead(killed)  # their memory is free before the next look
+        return notes
+
+
+def resident_bytes(pid):
+    """A process's resident memory (/proc/PID/statm), 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+MEMORY_WATCH = None  # the agent's MemoryWatch, when the hello asks for one
+
+
 def command_script():
     """A memfd for the shell's commands (python >= 3.8 on Linux, a kernel with memfd and
     /dev/fd), or None: then a pipe carries them."""
@@ -400,7 +470,11 @@ def read_children(fd):
 
 
 def oom_count():
-    return OOM.read() if OOM is not None else None
+    """OOM kills so far: the cgroup's, and the agent's own (`MemoryWatch`)."""
+    counted = OOM.read() if OOM is not None else None
+    if MEMORY_WATCH is None:
+        return counted
+    return (counted or 0) + MEMORY_WATCH.kills
 
 
 def raise_oom_score():
@@ -432,6 +506,13 @@ def bound_address_space():
 def set_address_space(limit):
     global ADDRESS_SPACE
     ADDRESS_SPACE = int(limit) if limit else None
+
+
+def watch_memory(bound):
+    global MEMORY_WATCH
+    if bound and MEMORY_WATCH is None:
+        with contextlib.suppress(OSError):
+            MEMORY_WATCH = MemoryWatch(int(bound))
 
 
 def prepare_child():
@@ -1085,11 +1166,33 @@ class Agent:
     def exec_pids(self):
         return set(call.proc.pid for call in self.execs.values())
 
+    def watch_memory(self):
+        """Kill the largest process the commands started when memory is short
+        (`MemoryWatch`); the running calls' replies name it."""
+        me = os.getpid()
+        shell = self.shell.proc.pid if self.shell.proc is not None else None
+
+        def victims(table):
+            # Not PID 1, this agent or a sub-agent (parent outside: 0), nor the shell
+            # itself (its state is the session's); anything else is a command's.
+            return [p for p in table if p not in (1, me, shell) and table[p][0] != 0]
+
+        notes = MEMORY_WATCH.check(victims)
+        if not notes:
+            return
+        calls = list(self.execs.values())
+        if self.shell.call is not None:
+            calls.append(self.shell.call)
+        for call in calls:
+            call.notes.extend(notes)
+
     def serve(self):
         while True:
             busy = self.shell.call is not None or self.execs or self.shell_queue
             for key, _ in self.sel.select(POLL_S if busy else None):
                 key.data(key.fd)
+            if busy and MEMORY_WATCH is not None:
+                self.watch_memory()
             self.shell.tick()
             for call in list(self.execs.values()):
                 call.tick()
@@ -1128,6 +1231,8 @@ class Agent:
     def handle(self, rid, op, req, payload):
         if op == "hello":
             set_address_space(req.get("address_space"))
+            watch_memory(req.get("memory_bound"))
+            self.oom_supported = oom_count() is not None
             info = {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom": self.oom_supported}
             self.reply(rid, info)
             if req.get("shell") and self.shell.proc is None:

@@ -48,9 +48,9 @@ from orsbox.sandbox.docker.engine import Engine, engine_product
 from orsbox.sandbox.docker.guarded import GuardedNetwork, sweep_networks
 from orsbox.sandbox.docker.images import build_hint, pull_image
 from orsbox.sandbox.docker.options import (
-    address_space_bound,
     container_name,
     container_options,
+    guest_memory_bounds,
 )
 from orsbox.sandbox.docker.proxy import sweep_proxies
 from orsbox.sandbox.docker.sandbox import DockerSandbox
@@ -152,7 +152,7 @@ class DockerBackend(SandboxBackend):
                 container_id,
                 name,
                 layer_bound_bytes=spec.limits.writable_layer_bytes,
-                address_space=address_space_bound(spec.limits, runtime),
+                memory=guest_memory_bounds(spec.limits, runtime),
             )
             if spec.limits.network == "allowlist":
                 await sandbox.use_proxy(spec.limits.allowed_hosts)
@@ -262,7 +262,7 @@ class DockerBackend(SandboxBackend):
         name: str,
         *,
         layer_bound_bytes: int | None = None,
-        address_space: int | None = None,
+        memory: dict[str, int | None] | None = None,
     ) -> DockerSandbox:
         sandbox: DockerSandbox | None = None
 
@@ -271,7 +271,7 @@ class DockerBackend(SandboxBackend):
                 sandbox.channel_lost()
 
         sock = await self.engine.start_attached(container_id)
-        channel = await self._greet(sock, name, lost, shell=True, address_space=address_space)
+        channel = await self._greet(sock, name, lost, shell=True, memory=memory)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
@@ -294,18 +294,18 @@ class DockerBackend(SandboxBackend):
         on_lost: Callable[[], None] | None,
         *,
         shell: bool,
-        address_space: int | None = None,
+        memory: dict[str, int | None] | None = None,
     ) -> AgentChannel:
         """Send the agent to its loader and wait for its hello. With `shell`, the agent
         starts its persistent shell just after (a sub-agent runs one exec, no shell).
-        `address_space`: the RLIMIT_AS the agent gives each command it starts
-        (`options.address_space_bound`)."""
+        `memory`: the agent's memory bounds (`options.guest_memory_bounds`): the
+        RLIMIT_AS it gives each command, the free memory it keeps."""
         try:
             channel = await AgentChannel.connect(sock, name, on_lost, DockerDemux())
         except BaseException:
             sock.close()
             raise
-        hello = {"op": "hello", "shell": shell, "address_space": address_space}
+        hello = {"op": "hello", "shell": shell, **(memory or {})}
         try:
             await channel.send_raw(agent_payload())
             header, _ = await channel.request(hello, timeout_s=AGENT_HELLO_TIMEOUT_S)
