@@ -54,8 +54,9 @@ PODMAN_DIFFERENCES = {
 GVISOR_DIFFERENCES = {
     "network": "runsc runs with --network=none (gVisor issue 10704): no network at all",
     "oom": "gVisor has no OOM killer inside: one process allocating past the sandbox's "
-    "memory fails its allocation (RLIMIT_AS) rather than being killed, and processes "
-    "that together run out of memory end the whole sandbox (reported as OOM)",
+    "memory fails its allocation (RLIMIT_AS) rather than being killed; processes that "
+    "together pass it are killed by the agent's memory watch (largest first), and what "
+    "it cannot free ends the whole sandbox (reported as OOM)",
     "docker-view": "docker sees gVisor's host processes (docker top, exec ids), not the guest's",
     "host-mounts": "the private runsc engine's tests mount no host folders",
     "privileged": "privileged mode and host networking are not offered under gVisor",

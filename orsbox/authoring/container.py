@@ -81,6 +81,12 @@ class ContainerEnvironment(Environment):
 
     # -- the sandbox ------------------------------------------------------------------
     @property
+    def why_sandbox_lost(self) -> str | None:
+        """Why the sandbox died under the episode (`SandboxGone`'s message, which names
+        an OOM), None while it lives: the episode's record keeps it."""
+        return self._sandbox_lost
+
+    @property
     def sandbox(self) -> Sandbox:
         """The running sandbox; raises `SandboxGone` when there is none (any more)."""
         if self._sandbox is None:

@@ -148,10 +148,13 @@ class Observer:
         if reaped:
             self.metrics.sessions_reaped.labels(session.env_name).inc()
         if self.recorder is not None:
+            # A sandbox that died under the episode (out of memory, killed) fails it.
+            lost = getattr(session.env, "why_sandbox_lost", None)
+            error = session.error or (LIVE_SECRETS.redact(lost) if lost else None)
             state = "reaped" if reaped else "ended"
-            if session.error or session.stats.grading_cause:
-                state = "failed" if session.error else "grading_error"
-            self.recorder.episode_ended(session.stats.episode_id, state, session.error, usage)
+            if error or session.stats.grading_cause:
+                state = "failed" if error else "grading_error"
+            self.recorder.episode_ended(session.stats.episode_id, state, error, usage)
 
     def grading_failed(self, session: Session, error: GradingError) -> None:
         """The grader could not run: counted by cause, kept on the episode (its state,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -18,6 +19,7 @@ import pytest
 from tests.adversarial import test_processes
 from tests.containers import test_container_tools as tools
 from tests.containers.conftest import Episode, open_episode, start_container_server
+from tests.monitoring.conftest import wait_for_episode
 from tests.runtimes import RUNSC_ENGINE, runtime_available
 from tests.servers import LiveServer
 from tests.waiting import wait_until
@@ -41,8 +43,15 @@ def ours(client: docker.DockerClient, server: LiveServer) -> list[dict[str, Any]
     return client.api.containers(all=True, filters={"label": label})
 
 
-def start_runsc_server(tmp_path: Any) -> LiveServer:
-    return start_container_server(tmp_path, ENVS, setup_wait_s=60, backend=RUNSC_BACKEND)
+def start_runsc_server(tmp_path: Path) -> LiveServer:
+    return start_container_server(
+        tmp_path, ENVS, setup_wait_s=60, backend=RUNSC_BACKEND, episodes_db=episodes(tmp_path)
+    )
+
+
+def episodes(folder: Path) -> Path:
+    """The episode database of the server started in `folder` (`start_runsc_server`)."""
+    return folder / "episodes.sqlite3"
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +98,45 @@ def test_a_memory_bomb_fails_inside_and_the_session_answers(hostile: Episode) ->
     out = hostile.ok("python", code="x = bytearray(2 * 1024**3)")
     assert "MemoryError" in str(out), out
     assert hostile.bash("echo alive")[0] == "alive\n"
+
+
+def test_processes_that_together_pass_the_memory_are_killed_and_the_session_answers(
+    runsc_server: LiveServer, hostile: Episode
+) -> None:
+    """Eight processes of 100 MiB in the hostile env's 256 MiB sandbox, each under
+    RLIMIT_AS: the guest's memory watch kills the largest (tests/adversarial/
+    test_gvisor_bombs.py) and the call's answer says out of memory, as runc's OOM
+    killer would end them; the sandbox and the episode go on."""
+    command = (
+        "for i in $(seq 8); do"
+        ' python3 -c "b = bytearray(100 * 1024**2); import time; time.sleep(3)" &'
+        " done; wait; echo waited"
+    )
+    stream = hostile.call("bash", command=command, timeout=60)
+    if "ran out of memory" in str(stream.events):  # the host's bound was reached after all
+        hostile.delete()
+        row = wait_for_episode(episodes(runsc_server.log_path.parent), hostile.sid)
+        assert row["state"] == "failed" and "out of memory" in row["error"], dict(row)
+        return
+    output = stream.result()["output"]
+    assert "out of memory: killed process" in output["blocks"][0]["text"], output
+    assert output["metadata"]["oom_killed"] is True, output
+    assert hostile.bash("echo alive")[0] == "alive\n"
+
+
+def test_a_sandbox_that_dies_under_an_episode_fails_it_with_the_reason(
+    runsc_server: LiveServer, runsc_engine: docker.DockerClient
+) -> None:
+    """The episode's record keeps why its sandbox died (`SandboxGone`'s message: for an
+    OOM, "ran out of memory"), not just the failed call's."""
+    ep = open_episode(runsc_server, "hostile")
+    ep.bash("echo started")
+    (container,) = runsc_engine.containers.list(filters={"label": f"orsbox.session={ep.sid}"})
+    container.kill()
+    assert "is gone" in str(ep.call("bash", command="echo after").events)
+    ep.delete()
+    row = wait_for_episode(episodes(runsc_server.log_path.parent), ep.sid)
+    assert row["state"] == "failed" and "is gone" in row["error"], dict(row)
 
 
 def test_a_fork_bomb_is_contained_or_ends_the_sandbox_as_oom(hostile: Episode) -> None:

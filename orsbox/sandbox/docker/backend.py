@@ -49,9 +49,9 @@ from orsbox.sandbox.docker.host_state import check_guard, sweep_host_state
 from orsbox.sandbox.docker.image_store import DockerImages
 from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.options import (
-    address_space_bound,
     container_name,
     container_options,
+    guest_memory_bounds,
 )
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
@@ -173,7 +173,7 @@ class DockerBackend(SandboxBackend):
                 container_id,
                 name,
                 layer_bound_bytes=spec.limits.writable_layer_bytes,
-                address_space=address_space_bound(spec.limits, runtime),
+                memory=guest_memory_bounds(spec.limits, runtime),
             )
             if spec.limits.network == "allowlist":
                 await sandbox.use_proxy(spec.limits.allowed_hosts)
@@ -296,7 +296,7 @@ class DockerBackend(SandboxBackend):
         name: str,
         *,
         layer_bound_bytes: int | None = None,
-        address_space: int | None = None,
+        memory: dict[str, int | None] | None = None,
     ) -> DockerSandbox:
         sandbox: DockerSandbox | None = None
 
@@ -305,7 +305,7 @@ class DockerBackend(SandboxBackend):
                 sandbox.channel_lost()
 
         sock = await self.engine.start_attached(container_id)
-        channel = await self._greet(sock, name, lost, shell=True, address_space=address_space)
+        channel = await self._greet(sock, name, lost, shell=True, memory=memory)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
@@ -328,18 +328,18 @@ class DockerBackend(SandboxBackend):
         on_lost: Callable[[], None] | None,
         *,
         shell: bool,
-        address_space: int | None = None,
+        memory: dict[str, int | None] | None = None,
     ) -> GuestChannel:
         """Send the guest to its loader and wait for its hello. With `shell`, the guest
         starts its persistent shell just after (a sub-guest runs one exec, no shell).
-        `address_space`: the RLIMIT_AS the guest gives each command it starts
-        (`options.address_space_bound`)."""
+        `memory`: the guest's memory bounds (`options.guest_memory_bounds`): the
+        RLIMIT_AS it gives each command, the memory in use past which it kills."""
         try:
             channel = await GuestChannel.connect(sock, name, on_lost, DockerDemux())
         except BaseException:
             sock.close()
             raise
-        hello = {"op": "hello", "shell": shell, "address_space": address_space}
+        hello = {"op": "hello", "shell": shell, **(memory or {})}
         try:
             await channel.send_raw(guest_payload())
             header, _ = await channel.request(hello, timeout_s=GUEST_HELLO_TIMEOUT_S)

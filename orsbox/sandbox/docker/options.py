@@ -22,7 +22,9 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
     reaching it kills the whole sandbox instead of failing a fork. So its processes get
     `limits.pids` as RLIMIT_NPROC (gVisor enforces it: a fork past it fails with
     EAGAIN, as under runc) and the host cgroup a looser bound that still protects the
-    host (`gvisor_host_pids`). See docs/gvisor.md.
+    host (`gvisor_host_pids`). Memory likewise: the guest keeps its processes under
+    `limits.memory_bytes` (RLIMIT_AS, its memory watch: `guest_memory_bounds`) and the
+    host cgroup gets room above it (`gvisor_host_memory`). See docs/gvisor.md.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def container_options(
         "runtime": runtime,
     }
     if is_gvisor(runtime):
-        options.update(gvisor_pids(limits))
+        options.update(gvisor_bounds(limits))
     options.update(overrides)
     return {key: value for key, value in options.items() if value is not None}
 
@@ -138,9 +140,42 @@ def address_space_bound(limits: SandboxLimits, runtime: str | None) -> int | Non
     return limits.memory_bytes if is_gvisor(runtime) else None
 
 
-def gvisor_pids(limits: SandboxLimits) -> dict[str, Any]:
-    """Under gVisor the sandboxed processes' limit is RLIMIT_NPROC (the module docstring)."""
+MIB = 1024**2
+GVISOR_MEMORY_HEADROOM_MIN = 384 * MIB  # the host bound's room above the guest's, at least
+GVISOR_MEMORY_HEADROOM_SHARE = 2  # ... or this fraction (1/2) of the sandbox's memory
+GUEST_MEMORY_RESERVE = 16 * MIB  # the guest's memory watch fires this far below the sandbox's
+
+
+def gvisor_host_memory(limits: SandboxLimits) -> int:
+    """The host cgroup's memory bound for a gVisor sandbox: the sandbox's memory plus
+    room. The processes' bound is the guest's (`guest_memory_bounds`): it kills a
+    command's largest process when the memory in use inside passes the sandbox's, but it
+    looks every 50 ms and eight processes allocating at once outran it by hundreds of
+    MiB; the host's bound, reached, ends the whole sandbox."""
+    headroom = max(GVISOR_MEMORY_HEADROOM_MIN, limits.memory_bytes // GVISOR_MEMORY_HEADROOM_SHARE)
+    return limits.memory_bytes + headroom
+
+
+def guest_memory_bounds(limits: SandboxLimits, runtime: str | None) -> dict[str, int | None]:
+    """What the guest's hello asks for memory (nothing under runc, whose kernel OOM
+    killer ends just the process). Under gVisor, which has no OOM killer inside:
+    `address_space` (`address_space_bound`), and `memory_bound`, the memory in use inside
+    (/proc/meminfo's MemTotal - MemAvailable) past which the guest kills the largest
+    process a command started (its `MemoryWatch`): processes that each stay under
+    RLIMIT_AS but together pass the sandbox's memory would otherwise end the sandbox."""
+    if not is_gvisor(runtime):
+        return {"address_space": None, "memory_bound": None}
+    bound = limits.memory_bytes - GUEST_MEMORY_RESERVE
+    return {"address_space": address_space_bound(limits, runtime), "memory_bound": bound}
+
+
+def gvisor_bounds(limits: SandboxLimits) -> dict[str, Any]:
+    """Under gVisor the processes' limit is RLIMIT_NPROC and their memory limit the
+    guest's (the module docstring); the host's bounds are looser."""
+    host_memory = gvisor_host_memory(limits)
     return {
+        "mem_limit": host_memory,
+        "memswap_limit": host_memory,
         "pids_limit": gvisor_host_pids(limits),
         "ulimits": [Ulimit(name="nproc", soft=limits.pids, hard=limits.pids)],
     }

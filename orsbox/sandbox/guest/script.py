@@ -53,6 +53,8 @@ SHELL_GRACE_S = 0.5  # after a timeout sweep, how long the shell gets to print i
 SWEEP_LIMIT_S = 3.0  # a kill sweep repeats until quiet, but not for longer than this
 STOP_WAIT_S = 0.5  # how long a sweep waits for the shell to show as stopped
 DEATH_WAIT_S = 1.0  # how long a timed-out call's reply waits for its killed processes to die
+REPLY_DUE_S = 0.5  # after a shell call's timeout, its reply goes out by then, sweep done or not
+KILLS_PER_HOLD = 32  # a long kill pass stops the held group again after this many kills
 STATUS_MAX = 3  # digits in the sentinel's exit status ($? is 0-255)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STOPPED_OR_DEAD = (b"T", b"t", b"Z", b"X")  # /proc/PID/stat states
@@ -148,13 +150,16 @@ def command_line(pid):
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:COMMAND_LINE_CHARS]
 
 
-def process_table():
-    """{pid: (ppid, sid, start_tick, state)} for every process in the container."""
+def process_table(hold=None):
+    """{pid: (ppid, sid, start_tick, state, pgrp)} for every process in the container.
+    With `hold`, it is called every KILLS_PER_HOLD processes read (`kill_pass`)."""
     table = {}
-    for name in os.listdir("/proc"):
+    for count, name in enumerate(os.listdir("/proc"), 1):
+        if hold is not None and count % KILLS_PER_HOLD == 0:
+            hold()
         rest = stat_fields(name) if name.isdigit() else None  # (no := : python 3.7)
         if rest is not None:
-            table[int(name)] = (int(rest[1]), int(rest[3]), int(rest[19]), rest[0])
+            table[int(name)] = (int(rest[1]), int(rest[3]), int(rest[19]), rest[0], int(rest[2]))
     return table
 
 
@@ -275,20 +280,28 @@ def live_victims(select_victims, table, killed):
 
 def look(hold):
     """The process table, after `hold()` when given (the sweep's one system call that
-    stops a whole process group)."""
+    stops a whole process group) and while reading it: a process of the group that was
+    in the middle of a fork when it was stopped may have a child that was not; under
+    gVisor, where a bomb's running processes made one read of /proc last 14 s, those
+    children forked on meanwhile."""
     if hold is not None:
         hold()
-    return process_table()
+    return process_table(hold)
 
 
 def kill_pass(select_victims, killed, hold=None):
     """One look at the process table: SIGKILL the victims not already in `killed`, add
-    them to it, and return them as (pid, start tick)."""
+    them to it, and return them as (pid, start tick). With `hold`, it is called again
+    every KILLS_PER_HOLD kills (and reads, `look`): under gVisor each kill of a bomb's
+    process costs milliseconds (the killed die meanwhile), and `hold` is also where the
+    shell's sweep sends a reply that is due (`Shell.hold_and_reply`)."""
     fresh = live_victims(select_victims, look(hold), killed)
-    for pid, _ in fresh:
+    killed |= fresh
+    for count, (pid, _) in enumerate(fresh, 1):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    killed |= fresh
+        if hold is not None and count % KILLS_PER_HOLD == 0:
+            hold()
     return fresh
 
 
@@ -355,6 +368,76 @@ class OomCounter:
 OOM = None  # the guest's OomCounter, made in main()
 
 
+class MemoryWatch:
+    """Under gVisor, an OOM killer inside: when the memory in use inside passes `bound` bytes
+    while commands run, kill the largest process a command started.
+
+    gVisor has none of its own: processes that each stay under RLIMIT_AS but together
+    pass the sandbox's memory make the host kill gVisor's Sentry, so the whole sandbox
+    ends. gVisor's /proc/meminfo counts the sandbox's memory (MemTotal - MemAvailable;
+    MemTotal is the host's bound, which the host sets above `bound` so that what is
+    allocated between two looks fits), read with one pread per loop turn on a
+    descriptor kept open. Kills count as OOM kills in the call's reply."""
+
+    def __init__(self, bound):
+        self.bound = bound
+        self.kills = 0
+        self.fd = os.open("/proc/meminfo", os.O_RDONLY)
+
+    def used(self):
+        try:
+            text = os.pread(self.fd, 4096, 0)
+        except OSError:
+            return None
+        fields = {}
+        for line in text.splitlines():
+            key, _, value = line.partition(b":")
+            if key in (b"MemTotal", b"MemAvailable"):
+                fields[key] = int(value.split()[0]) * 1024
+        if len(fields) < 2:
+            return None
+        return fields[b"MemTotal"] - fields[b"MemAvailable"]
+
+    def check(self, victims):
+        """Kill the largest of `victims(table)`, as many as hold the excess, if the
+        memory in use inside is past the bound; returns a note naming each."""
+        used = self.used()
+        if used is None or used <= self.bound:
+            return []
+        table = process_table()
+        sizes = sorted(((resident_bytes(pid), pid) for pid in victims(table)), reverse=True)
+        notes, over, killed = [], used - self.bound, set()
+        for size, pid in sizes:  # the largest first, until what they hold covers the excess
+            if over <= 0 or not size:
+                break
+            name = command_line(pid) or "?"
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add((pid, table[pid][2]))
+            self.kills += 1
+            over -= size
+            notes.append(
+                f"[orsbox: out of memory: killed process {pid} ({name[:80]}, {size >> 20} MiB),"
+                f" the largest, as the sandbox's processes used {used >> 20} MiB"
+                f" of {self.bound >> 20}]"
+            )
+        wait_dead(killed)  # their memory is free before the next look
+        return notes
+
+
+def resident_bytes(pid):
+    """A process's resident memory (/proc/PID/statm), 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+MEMORY_WATCH = None  # the guest's MemoryWatch, when the hello asks for one
+
+
 def command_script():
     """A memfd for the shell's commands (python >= 3.8 on Linux, a kernel with memfd and
     /dev/fd), or None: then a pipe carries them."""
@@ -387,7 +470,11 @@ def read_children(fd):
 
 
 def oom_count():
-    return OOM.read() if OOM is not None else None
+    """OOM kills so far: the cgroup's, and the guest's own (`MemoryWatch`)."""
+    counted = OOM.read() if OOM is not None else None
+    if MEMORY_WATCH is None:
+        return counted
+    return (counted or 0) + MEMORY_WATCH.kills
 
 
 def raise_oom_score():
@@ -421,10 +508,30 @@ def set_address_space(limit):
     ADDRESS_SPACE = int(limit) if limit else None
 
 
+def watch_memory(bound):
+    global MEMORY_WATCH
+    if bound and MEMORY_WATCH is None:
+        with contextlib.suppress(OSError):
+            MEMORY_WATCH = MemoryWatch(int(bound))
+
+
 def prepare_child():
     """Run in each child before exec."""
     raise_oom_score()
     bound_address_space()
+
+
+def prepare_shell():
+    """Run in the persistent shell before exec: its own process group, in the guest's
+    session (not a session of its own). So its group is never an orphan while the shell
+    lives (the shell's parent is in the same session, another group), and a timeout
+    sweep's `killpg(SIGSTOP)` holds. gVisor sends SIGHUP and SIGCONT to an orphaned
+    group with a stopped member whenever one of its processes exits (Linux only when it
+    becomes orphaned): in a group of its own session, every exit of a stopped fork
+    bomb's process continued the whole bomb again, and the sweep's passes ran against a
+    bomb that kept forking (1-8 s for a pass)."""
+    os.setpgid(0, 0)
+    prepare_child()
 
 
 def read_ready(fd):
@@ -435,6 +542,11 @@ def read_ready(fd):
         return os.read(fd, READ_CHUNK)
     except OSError as e:
         return None if e.errno == errno.EAGAIN else b""
+
+
+def timeout_note(call):
+    killed = len(call.killed)
+    return f"[orsbox: timed out after {call.timeout:g}s; killed {killed} process(es) it started]"
 
 
 def exit_code_of(returncode):
@@ -458,6 +570,7 @@ class ShellCall:
         self.next_sweep = 0.0
         self.killed = set()  # (pid, start tick) of each process a timeout sweep killed
         self.notes = notes
+        self.replied = False  # answered before its sweep was done (`Shell.hold_and_reply`)
 
 
 class Shell:
@@ -493,8 +606,7 @@ class Shell:
             stderr=out_w,
             env=dict(os.environ, **{SHELL_MARK_NAME: "1"}),
             pass_fds=(cmd_r,),
-            start_new_session=True,
-            preexec_fn=prepare_child,
+            preexec_fn=prepare_shell,
         )
         os.close(out_w)
         if self.script is None:
@@ -508,10 +620,11 @@ class Shell:
         # at top level (inside a function `declare` would be local); the sentinel is
         # printed after the source, so a `return` in the command cannot skip it.
         printer = f"__orsbox_p() {{ printf '\\000{self.token}:%d\\000' \"$1\"; }}"
-        # gVisor sends SIGHUP to the shell's process group when one of its processes
-        # exits while another is stopped, as in a timeout sweep (docs/gvisor.md);
-        # Linux does not (the group was orphaned from the start). A no-op handler
-        # keeps the shell, and its state, alive; what it starts still gets the
+        # gVisor sends SIGHUP to an orphaned process group when one of its processes
+        # exits while another is stopped (docs/gvisor.md); the shell's group is not
+        # orphaned while the shell lives (`prepare_shell`), but once the shell is
+        # killed it is, with the sweep's stopped. A no-op handler keeps a
+        # shell, and its state, alive; what it starts still gets the
         # default action (a caught signal resets on exec). The handler is a blank,
         # not `:`: a command may redefine `:` (the classic fork bomb does), and the
         # trap would then restart the bomb at the next HUP, after the sweep.
@@ -544,8 +657,8 @@ class Shell:
             self.out_open = False
 
     def kill(self, call=None):
-        """Kill bash and everything it started: its descendants, its session, and what
-        left both (a double fork that called setsid is neither in the session nor, once
+        """Kill bash and everything it started: its descendants, its process group, and
+        what left both (a double fork that called setsid is neither in the group nor, once
         its parent is gone, a descendant): `escaped_from_shell` finds those by the mark
         in their environment and, given the running `call`, `timeout_victims` by when
         they started."""
@@ -559,7 +672,7 @@ class Shell:
             kill_sweep(lambda table: self.timeout_victims(table, call), call.killed, hold)
 
         def victims(table):
-            out = [p for p in table if table[p][1] == pid or ancestry_root(p, table, {pid}) == pid]
+            out = [p for p in table if table[p][4] == pid or ancestry_root(p, table, {pid}) == pid]
             out += escaped_from_shell(table)
             return out + self.timeout_victims(table, call) if call is not None else out
 
@@ -609,14 +722,32 @@ class Shell:
     def finish(self, code, note=None):
         call, self.call = self.call, None
         if call.timed_out:
-            call.notes.append(
-                f"[orsbox: timed out after {call.timeout:g}s;"
-                f" killed {len(call.killed)} process(es) it started]"
-            )
             wait_dead(call.killed)
+        if call.replied:
+            return  # what the shell printed since, and `note`, go nowhere
+        if call.timed_out:
+            call.notes.append(timeout_note(call))
         if note:
             call.notes.append(note)
         self.guest.reply_result(call, None if call.timed_out else code)
+
+    def hold_and_reply(self, call):
+        """The timeout sweep's `hold`: stop the shell's group again and, once the call's
+        reply is due (REPLY_DUE_S after its timeout), send it while the sweep goes on.
+        Under gVisor killing a stopped fork bomb's few hundred processes one by one took
+        1-2 s. The shell's next command still waits for the sweep and the shell's
+        prompt (the call stays the shell's until `finish`), and this single-threaded
+        guest reads no other request meanwhile: no caller sees the killed alive. What
+        the command prints after the reply is dropped."""
+        self.hold_group()
+        if call.replied or time.time() < call.deadline + REPLY_DUE_S:
+            return
+        call.replied = True
+        note = (
+            f"[orsbox: timed out after {call.timeout:g}s; the processes it started are stopped"
+            f" and being killed ({len(call.killed)} found so far)]"
+        )
+        self.guest.reply_result(call, None, [note])
 
     # -- output
 
@@ -728,7 +859,7 @@ class Shell:
 
     def sweep(self, call, hold=True):
         """Kill what the command started (`timeout_victims`). With `hold` the shell's
-        process group is stopped meanwhile, before every pass (`hold_group`), and
+        process group is stopped meanwhile, before every pass (`hold_and_reply`), and
         continued after: the shell cannot start the next part of the command line
         between two passes, and what the command runs in the group (a fork bomb's
         every process) stops forking at once. Returns how many processes were new to
@@ -740,13 +871,13 @@ class Shell:
         shell = self.proc.pid
         held = hold and self.proc.returncode is None  # a reaped pid could be another's
         if held:
-            self.hold_group()
+            self.hold_and_reply(call)
             wait_stopped(shell)
         try:
             return kill_sweep(
                 lambda table: self.timeout_victims(table, call),
                 call.killed,
-                self.hold_group if held else None,
+                (lambda: self.hold_and_reply(call)) if held else None,
             )
         finally:
             if held:
@@ -767,7 +898,7 @@ class Shell:
         protected = self.guest.exec_pids() | call.earlier_jobs
         since = call.start_tick
         out = []
-        for pid, (_, sid, start, _) in table.items():
+        for pid, (_, sid, start, _, _) in table.items():
             if pid in (1, me, shell) or start < since or sid in protected:
                 continue
             root = ancestry_root(pid, table, protected | {shell, me})
@@ -1035,11 +1166,33 @@ class Guest:
     def exec_pids(self):
         return set(call.proc.pid for call in self.execs.values())
 
+    def watch_memory(self):
+        """Kill the largest process the commands started when memory is short
+        (`MemoryWatch`); the running calls' replies name it."""
+        me = os.getpid()
+        shell = self.shell.proc.pid if self.shell.proc is not None else None
+
+        def victims(table):
+            # Not PID 1, this guest or a sub-guest (parent outside: 0), nor the shell
+            # itself (its state is the session's); anything else is a command's.
+            return [p for p in table if p not in (1, me, shell) and table[p][0] != 0]
+
+        notes = MEMORY_WATCH.check(victims)
+        if not notes:
+            return
+        calls = list(self.execs.values())
+        if self.shell.call is not None:
+            calls.append(self.shell.call)
+        for call in calls:
+            call.notes.extend(notes)
+
     def serve(self):
         while True:
             busy = self.shell.call is not None or self.execs or self.shell_queue
             for key, _ in self.sel.select(POLL_S if busy else None):
                 key.data(key.fd)
+            if busy and MEMORY_WATCH is not None:
+                self.watch_memory()
             self.shell.tick()
             for call in list(self.execs.values()):
                 call.tick()
@@ -1078,6 +1231,8 @@ class Guest:
     def handle(self, rid, op, req, payload):
         if op == "hello":
             set_address_space(req.get("address_space"))
+            watch_memory(req.get("memory_bound"))
+            self.oom_supported = oom_count() is not None
             info = {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom": self.oom_supported}
             self.reply(rid, info)
             if req.get("shell") and self.shell.proc is None:
@@ -1128,7 +1283,7 @@ class Guest:
         def ours(entry):
             # Started after the guest; in the guest's own clock tick only if not a child
             # of PID 1, as a container command started just before the guest may be.
-            ppid, _, started, _ = entry
+            ppid, _, started, _, _ = entry
             return started > born or (started == born and ppid != 1)
 
         def victims(table):
@@ -1176,11 +1331,11 @@ class Guest:
         header.update({"bytes": len(data), "oom": False, "duration": 0.0})
         self.reply(rid, header, data)
 
-    def reply_result(self, call, code):
+    def reply_result(self, call, code, more_notes=()):
         output, truncated = call.capture.result()
         after = oom_count()
         oom = call.oom_before is not None and after is not None and after > call.oom_before
-        notes = list(call.notes)
+        notes = list(call.notes) + list(more_notes)
         if oom:
             notes.append("[orsbox: killed: out of memory (the sandbox's memory limit)]")
         if notes:
