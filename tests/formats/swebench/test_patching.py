@@ -105,9 +105,16 @@ def upstream_outcomes(
 
 def _repository_container(client: docker.DockerClient, repo_tar: bytes) -> Any:
     """A started container of the test image with the case's repository at /testbed
-    (`create`, never `run`: no pull is tried)."""
+    (`create`, never `run`: no pull is tried). With an init as PID 1, the harness's own
+    cleanup (`docker stop --time=15`) stops it at once: a bare `sleep` as PID 1 ignores
+    SIGTERM, and each case waited out the 15 s."""
     container = client.containers.create(
-        images.CALC, ["sleep", "infinity"], labels=LABELS, network_mode="none", user="root"
+        images.CALC,
+        ["sleep", "infinity"],
+        labels=LABELS,
+        network_mode="none",
+        user="root",
+        init=True,
     )
     container.start()
     container.put_archive("/tmp", _tar_of(Path(REPO_TAR).name, repo_tar))
