@@ -29,6 +29,18 @@ PROTOCOL_ENVS = [
 ]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `full_matrix` (the rest of a slow matrix, or the longer run of a slow
+    test, whose CI-sized part always runs) are skipped unless asked for:
+    `pytest -m full_matrix`."""
+    if "full_matrix" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="the full matrix only: pytest -m full_matrix")
+    for item in items:
+        if "full_matrix" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="module")
 def protocol_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One real server per test module, with short timeouts that tests can observe."""

@@ -238,11 +238,12 @@ def test_health_answers_degraded_when_the_engine_hangs(monkeypatch: pytest.Monke
 
 
 def test_session_ids_are_random_uuid4(guarded: LiveServer) -> None:
-    auth = {"X-API-Key": TOKEN}
     sids = []
-    for _ in range(200):  # each id holds a place until deleted (this server has 3)
-        sids.append(httpx.post(f"{guarded.url}/create_session", headers=auth).json()["sid"])
-        httpx.post(f"{guarded.url}/delete_session", headers={**auth, "X-Session-ID": sids[-1]})
+    # one keep-alive connection for the 400 requests (a new one each costs more than the call)
+    with httpx.Client(base_url=guarded.url, headers={"X-API-Key": TOKEN}) as client:
+        for _ in range(200):  # each id holds a place until deleted (this server has 3)
+            sids.append(client.post("/create_session").json()["sid"])
+            client.post("/delete_session", headers={"X-Session-ID": sids[-1]})
     assert len(set(sids)) == 200
     # 122 random bits each, then the cell (orsbox.server.cells)
     assert all(uuid.UUID(sid.split(".")[0]).version == 4 for sid in sids)

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from orsbox.settings import Settings
+from tests.conftest import PROTOCOL_ENVS
 from tests.fixture_envs.protocol_envs import BIG_TEXT
-from tests.servers import LiveServer
+from tests.servers import LiveServer, start_server
 from tests.sse_client import post_sse
 from tests.waiting import wait_until
 
@@ -361,14 +362,33 @@ def test_tool_errors(protocol_server: LiveServer) -> None:
     )
 
 
-def test_keepalive_comments_while_a_tool_runs(protocol_server: LiveServer) -> None:
-    sid = new_session(protocol_server)
-    stream = call(protocol_server, sid, "sleep", {"seconds": 25})
-    assert stream.result()["output"]["blocks"][0]["text"] == "slept 25.0"
+def assert_keepalive_pings(server: LiveServer, keepalive_s: float) -> None:
+    """A tool sleeping 2.5 intervals: a `: ping` comment every `keepalive_s` meanwhile."""
+    sid = new_session(server)
+    seconds = 2.5 * keepalive_s
+    stream = call(server, sid, "sleep", {"seconds": seconds})
+    assert stream.result()["output"]["blocks"][0]["text"] == f"slept {seconds}"
     times = [t for t, _ in stream.comments]
     assert len(times) >= 2, stream.raw
     assert all(c.startswith(": ping") for _, c in stream.comments)
-    assert 8 < times[0] < 13 and 8 < times[1] - times[0] < 12
+    k = keepalive_s
+    assert 0.8 * k < times[0] < 1.3 * k and 0.8 * k < times[1] - times[0] < 1.2 * k, times
+
+
+def test_keepalive_comments_while_a_tool_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """CI-sized: a server whose interval is 4 s (`keepalive_s`); the default 10 s interval
+    is the full_matrix test below."""
+    server = start_server(PROTOCOL_ENVS, tmp_path_factory.mktemp("keepalive"), keepalive_s=4)
+    try:
+        assert_keepalive_pings(server, 4)
+    finally:
+        server.stop()
+
+
+@pytest.mark.full_matrix
+def test_keepalive_comments_at_the_default_interval(protocol_server: LiveServer) -> None:
+    assert Settings().keepalive_s == 10
+    assert_keepalive_pings(protocol_server, 10)
 
 
 def test_reconnect_running_finished_expired_unknown(protocol_server: LiveServer) -> None:

@@ -65,7 +65,7 @@ ITEMS: dict[str, list[str]] = {
         "tests/adversarial/test_zz_engine_restart.py::test_the_engine_stops_and_comes_back_mid_episode",
     ],
     "64 sessions x 50 calls at once, exact outputs": [
-        "tests/adversarial/test_load.py::test_64_sessions_make_50_calls_each_at_once",
+        "tests/adversarial/test_load.py::test_64_sessions_make_their_calls_at_once",
     ],
     "malformed and oversized HTTP requests": [
         "tests/adversarial/test_http.py::test_malformed_requests_are_400_and_closed",

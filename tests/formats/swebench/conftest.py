@@ -25,17 +25,6 @@ from tests.formats.swebench import images
 collect_ignore = ["image"]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `full_matrix` (the rest of a matrix whose CI-sized part always runs)
-    are skipped unless asked for: `pytest -m full_matrix`."""
-    if "full_matrix" in (config.getoption("markexpr") or ""):
-        return
-    skip = pytest.mark.skip(reason="the full matrix only: pytest -m full_matrix")
-    for item in items:
-        if "full_matrix" in item.keywords and "tests/formats/swebench" in str(item.fspath):
-            item.add_marker(skip)
-
-
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

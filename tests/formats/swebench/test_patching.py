@@ -1,8 +1,9 @@
 """Patch application as the row's harness version applies it, checked against that
 version's own code: each case's repository and patch go to swebench's `run_instance`
-(4.1.0 from its PyPI wheel, downloaded here at test time; 5.0.2 as installed) on one
-container and to orsbox's `patching.apply_patch` on another, from the same image; the
-two must agree on whether the patch applied and on the working tree it left."""
+(4.1.0 from its PyPI wheel, downloaded on first use and kept in the test cache; 5.0.2
+as installed) on one container and to orsbox's `patching.apply_patch` on another, from
+the same image; the two must agree on whether the patch applied and on the working tree
+it left."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 import uuid
 import zipfile
 from contextlib import suppress
@@ -48,16 +50,33 @@ APPLIED_BY = {
 }
 
 
+# 4.1.0's wheel, unpacked, kept between runs (its download and byte-compilation are
+# the same every time); ORSBOX_TEST_CACHE moves it.
+CACHE = Path(os.environ.get("ORSBOX_TEST_CACHE", Path.home() / ".cache" / "orsbox-tests"))
+
+
 @pytest.fixture(scope="session")
-def swebench_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def swebench_paths() -> dict[str, str]:
     """PYTHONPATH per version: 4.1.0's wheel from PyPI (through pip's configured index),
-    unpacked in a temporary folder; 5.0.2 is the installed package."""
-    folder = tmp_path_factory.mktemp("swebench-4.1.0")
-    pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder)]
-    subprocess.run([*pip, "swebench==4.1.0"], check=True, timeout=600, capture_output=True)
-    (wheel,) = folder.glob("swebench-4.1.0-*.whl")
-    zipfile.ZipFile(wheel).extractall(folder / "lib")
-    return {"4.1.0": str(folder / "lib"), "5.0.2": ""}
+    unpacked in the test cache on first use; 5.0.2 is the installed package."""
+    return {"4.1.0": str(unpacked_wheel("swebench", "4.1.0")), "5.0.2": ""}
+
+
+def unpacked_wheel(name: str, version: str) -> Path:
+    """`name==version`'s wheel unpacked in CACHE: downloaded when missing, moved in
+    whole once unpacked, so an interrupted download is never taken for a good one."""
+    folder = CACHE / f"{name}-{version}"
+    if (folder / "lib" / name / "__init__.py").is_file():
+        return folder / "lib"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as scratch:
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", scratch]
+        subprocess.run([*pip, f"{name}=={version}"], check=True, timeout=600, capture_output=True)
+        (wheel,) = Path(scratch).glob(f"{name}-{version}-*.whl")
+        zipfile.ZipFile(wheel).extractall(Path(scratch) / "unpacked" / "lib")
+        with suppress(OSError):  # another run unpacked it meanwhile: theirs is as good
+            (Path(scratch) / "unpacked").rename(folder)
+    return folder / "lib"
 
 
 def _tar_of(name: str, data: bytes) -> bytes:
@@ -105,9 +124,16 @@ def upstream_outcomes(
 
 def _repository_container(client: docker.DockerClient, repo_tar: bytes) -> Any:
     """A started container of the test image with the case's repository at /testbed
-    (`create`, never `run`: no pull is tried)."""
+    (`create`, never `run`: no pull is tried). With an init as PID 1, the harness's own
+    cleanup (`docker stop --time=15`) stops it at once: a bare `sleep` as PID 1 ignores
+    SIGTERM, and each case waited out the 15 s."""
     container = client.containers.create(
-        images.CALC, ["sleep", "infinity"], labels=LABELS, network_mode="none", user="root"
+        images.CALC,
+        ["sleep", "infinity"],
+        labels=LABELS,
+        network_mode="none",
+        user="root",
+        init=True,
     )
     container.start()
     container.put_archive("/tmp", _tar_of(Path(REPO_TAR).name, repo_tar))

@@ -61,7 +61,7 @@ async def test_gold_resolves_under_both_with_one_eval(
     assert out.metadata["reward_hacking"]["flagged"] is False
 
 
-# CI runs two cheats; `pytest -m full_matrix` runs every one (tests/formats/swebench/conftest.py)
+# CI runs two cheats; `pytest -m full_matrix` runs every one (tests/conftest.py)
 CI_CHEATS = ("conftest.py", "pyproject addopts")
 CHEATS = [
     pytest.param(name, marks=() if name in CI_CHEATS else pytest.mark.full_matrix)
