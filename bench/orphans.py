@@ -22,7 +22,6 @@ uses it), or start a private one beside it (the script's header says how) and po
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import statistics
 import time
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import docker
 
 from bench.client import Connection
-from bench.gvisor import ENGINE, backend_setting, baseline_container
+from bench.gvisor import ENGINE, backend_setting
 from bench.harness import Bench, Session, open_session
 from bench.stats import Row
 
@@ -56,7 +55,7 @@ async def run(bench: Bench) -> list[Row]:
             sessions[r] = await open_session(server.url, "shell")
             await sessions[r].bash("true")  # the sandbox is up before the clock starts
             await sessions[r].conn.close()
-            boxes.append(baseline_container(client, bench.image, r, bench.run_id))
+            boxes.append(session_container(client, sessions[r].sid))
         for _ in range(rounds):
             for r, box in zip(runtimes, boxes, strict=True):
                 found[r]["agent"].append(await through_agent(urls[r], sessions[r]))
@@ -64,12 +63,17 @@ async def run(bench: Bench) -> list[Row]:
         for r, session in sessions.items():
             await (await reopened(urls[r], session)).delete()
     finally:
-        for box in boxes:
-            with contextlib.suppress(docker.errors.APIError):
-                box.remove(force=True)
         client.close()
     bench.raw["orphans"] = {"seconds": found, "offered": sorted(offered)}
     return [row(r, found.get(r)) for r in RUNTIMES]
+
+
+def session_container(client: docker.DockerClient, sid: str) -> Any:
+    """The container orsbox started for session `sid` (its owner labels)."""
+    found = client.containers.list(filters={"label": f"orsbox.session={sid}"})
+    if len(found) != 1:
+        raise RuntimeError(f"expected one container for session {sid}, found {len(found)}")
+    return found[0]
 
 
 async def reopened(url: str, session: Session) -> Session:
