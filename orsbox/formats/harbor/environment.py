@@ -29,7 +29,7 @@ from orsbox.authoring.grader import Grade
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
 from orsbox.errors import ImageNotFound, ManifestError, SandboxGone, SetupFailed
-from orsbox.formats.harbor.phases import widest
+from orsbox.formats.harbor.phases import unmet_by, widest
 from orsbox.formats.harbor.task import HarborTask, phase_set
 from orsbox.formats.harbor.verifier import verify
 from orsbox.formats.options import FormatOptions
@@ -94,6 +94,10 @@ class HarborEnvironment(GradedOnce):
         error = self.broken_images.get(self.task.image.tag)
         if error is not None:
             raise SetupFailed(f"task {self.task.name}: its image did not build: {error}")
+        task = self.task
+        unmet = unmet_by(task.limits.network, task.verifier_network, self._backend().capabilities)
+        if unmet is not None:
+            raise SetupFailed(f"task {task.name}: {unmet}")
         try:
             await super().setup()
         except ImageNotFound as e:

@@ -11,7 +11,9 @@ it differs, after the agent's processes are killed and before the tests are copi
 
 The operator decides what a task may ask for: `public` needs `ORSBOX_ALLOW_NETWORK=1`,
 `allowlist` `ORSBOX_ALLOW_NETWORK_ALLOWLIST=1` (or the former); a task asking more, in
-any phase, is refused at load.
+any phase, is refused at load. What the server's backend cannot give (gVisor's sandboxes
+have no network and cannot switch one) is asked of it before the sandbox starts
+(`unmet_by`), so such a task fails at setup saying why, not at grading.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orsbox.formats.harbor.task_config import NetworkMode, TaskConfig
+from orsbox.sandbox.capabilities import BackendCapabilities
 
 PHASES = ("agent", "verifier")
 
@@ -94,3 +97,26 @@ def widest(networks: list[PhaseNetwork]) -> bool | Literal["allowlist"]:
     if any(n.network == "allowlist" for n in networks):
         return "allowlist"
     return False
+
+
+def unmet_by(
+    agent: bool | str, verifier: PhaseNetwork | None, capabilities: BackendCapabilities
+) -> str | None:
+    """Why a backend with `capabilities` cannot run a task whose agent phase has the
+    network `agent` and whose verifier phase, where it differs, `verifier`; None when
+    it can. A backend that isolates nothing (the fake) is not asked."""
+    if not capabilities.isolated:
+        return None
+    offered = capabilities.describe_network()
+    asked = [("the agent phase", agent)]
+    if verifier is not None:
+        if not capabilities.switch_network:
+            return (
+                "its verifier's network differs from its agent's, and this server's "
+                f"sandboxes cannot change their network while running ({offered})"
+            )
+        asked.append(("the verifier phase", verifier.network))
+    for phase, network in asked:
+        if network and network not in capabilities.network_modes:
+            return f"{phase} asks for a network this server's sandboxes cannot have ({offered})"
+    return None

@@ -3,6 +3,7 @@ refused with task, field and reason, images chosen and tagged, rewards parsed.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,14 +12,16 @@ from orsbox.errors import ManifestError
 from orsbox.formats import FormatOptions
 from orsbox.formats.harbor import is_harbor_path, load
 from orsbox.formats.harbor.environment import HarborEnvironment
-from orsbox.formats.harbor.phases import PhaseNetwork
+from orsbox.formats.harbor.phases import PhaseNetwork, unmet_by
 from orsbox.formats.harbor.task_config import TaskConfig, read_task_toml
 from orsbox.formats.harbor.verifier import (
     parse_pytest_summary,
     parse_reward_json,
     parse_reward_txt,
 )
+from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
 from orsbox.sandbox.config import DefaultLimits
+from orsbox.sandbox.fake import FAKE_CAPABILITIES
 from orsbox.sandbox.image_map import ImageMap
 from tests.formats.harbor.tasks import (
     CHECK_OUT,
@@ -413,3 +416,23 @@ def test_the_check_table_lists_refused_tasks_and_failures(tmp_path: Path) -> Non
     assert cause in text
     assert "SetupFailed: its image did not build" in text
     assert "REFUSED task bad:" in text and "environment.gpus" in text
+
+
+def test_a_task_the_backend_cannot_network_is_refused_before_it_starts() -> None:
+    """What the server's backend cannot give is asked of it (`capabilities`) at setup:
+    gVisor's sandboxes have no network and cannot switch one."""
+    gvisor = BackendCapabilities(
+        isolated=True,
+        network_modes=frozenset({False}),
+        switch_network=False,
+        runtime_choice=True,
+        snapshots=True,
+        runtime="runsc",
+    )
+    runc = replace(gvisor, network_modes=EVERY_NETWORK_MODE, switch_network=True, runtime=None)
+    allowlist = PhaseNetwork("allowlist", ("deb.debian.org",))
+    assert unmet_by(False, None, gvisor) is None
+    assert unmet_by(False, allowlist, runc) is None
+    assert "cannot change their network while running" in (unmet_by(False, allowlist, gvisor) or "")
+    assert "the agent phase asks for a network" in (unmet_by(True, None, gvisor) or "")
+    assert unmet_by(True, allowlist, FAKE_CAPABILITIES) is None  # isolates nothing: not asked
