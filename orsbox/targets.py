@@ -39,7 +39,7 @@ from orsbox.bundle import bundled_target, bundled_targets
 from orsbox.errors import ManifestError, SandboxError
 from orsbox.formats import FormatOptions
 from orsbox.sandbox.base import SandboxBackend
-from orsbox.sandbox.config import with_backend
+from orsbox.sandbox.config import BackendConfig, with_backend
 from orsbox.sandbox.images import ImageStore
 
 log = logging.getLogger("orsbox.targets")
@@ -52,15 +52,21 @@ FORMAT_PREFIXES = ("swebench:", "harbor:")
 
 
 def resolve_targets(
-    targets: Sequence[str], options: FormatOptions | None = None
+    targets: Sequence[str],
+    options: FormatOptions | None = None,
+    backend: BackendConfig | None = None,
 ) -> list[type[Environment]]:
     """The environments `targets` name; no targets: every bundled environment.
-    `options` apply to benchmark datasets (`orsbox.formats`)."""
+    `options` apply to benchmark datasets (`orsbox.formats`); image targets are looked
+    up in the image store of `backend` (None: the configured one), the engine the
+    server will start their sandboxes on."""
     refs = list(targets) or bundled_targets()
-    return [cls for ref in refs for cls in resolve_target(ref, options)]
+    return [cls for ref in refs for cls in resolve_target(ref, options, backend)]
 
 
-def resolve_target(target: str, options: FormatOptions | None = None) -> list[type[Environment]]:
+def resolve_target(
+    target: str, options: FormatOptions | None = None, backend: BackendConfig | None = None
+) -> list[type[Environment]]:
     options = options or FormatOptions()
     dataset = _benchmark_loader(target)
     if dataset is not None:
@@ -71,7 +77,7 @@ def resolve_target(target: str, options: FormatOptions | None = None) -> list[ty
     bundled = bundled_target(target) if "/" not in target and ":" not in target else None
     if bundled is not None:
         return load_environment(bundled)
-    found = _image_target(target)
+    found = _image_target(target, backend)
     return [found] if found is not None else load_environment(target)
 
 
@@ -103,7 +109,7 @@ def _is_path(target: str) -> bool:
     return is_manifest(target) or target.endswith(".py") or Path(file_part).exists()
 
 
-def _image_target(target: str) -> type[DeclarativeEnvironment] | None:
+def _image_target(target: str, config: BackendConfig | None) -> type[DeclarativeEnvironment] | None:
     """The environment inside the local image `target`; None when there is no such
     image, or no engine answers (the error comes later if it was meant as one)."""
 
@@ -113,7 +119,7 @@ def _image_target(target: str) -> type[DeclarativeEnvironment] | None:
         return await image_environment(backend.images, target)
 
     try:
-        return with_backend(None, from_image)
+        return with_backend(config, from_image)
     except SandboxError:
         return None
 

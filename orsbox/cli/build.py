@@ -43,11 +43,11 @@ def backend_config() -> BackendConfig:
     return Settings().backend
 
 
-def engine_answers(*, required: bool = True) -> bool:
-    """Whether the configured backend's engine answers. Without one: a clear exit saying
-    how to get one, or (not `required`) a warning and False."""
+def engine_answers(*, required: bool = True, config: BackendConfig | None = None) -> bool:
+    """Whether the engine of `config` (None: the configured backend's) answers. Without
+    one: a clear exit saying how to get one, or (not `required`) a warning and False."""
     try:
-        why = with_backend(backend_config(), lambda backend: backend.health())
+        why = with_backend(config or backend_config(), lambda backend: backend.health())
     except SandboxError as e:
         why = str(e)
     if why is None:
@@ -65,9 +65,9 @@ def engine_answers(*, required: bool = True) -> bool:
     return False
 
 
-def on_images(work: Callable[[ImageStore], Awaitable[T]]) -> T:
-    """`await work(store)` on the configured backend's image store."""
-    return with_backend(backend_config(), lambda backend: work(backend.images))
+def on_images(work: Callable[[ImageStore], Awaitable[T]], config: BackendConfig | None = None) -> T:
+    """`await work(store)` on the image store of `config` (None: the configured backend)."""
+    return with_backend(config or backend_config(), lambda backend: work(backend.images))
 
 
 async def present(images: ImageStore, tags: Iterable[str | None]) -> set[str]:
@@ -127,11 +127,14 @@ async def _step(
     return None
 
 
-def ensure_images(environments: Sequence[type[Environment]]) -> None:
-    """Build the images these environments need that are missing (and their parents)."""
+def ensure_images(
+    environments: Sequence[type[Environment]], config: BackendConfig | None = None
+) -> None:
+    """Build the images these environments need that are missing (and their parents), on
+    the engine of `config` (None: the configured backend's): where their sandboxes run."""
     wanted = needed_images(environments)
-    if wanted and engine_answers(required=False):
-        on_images(lambda images: _ensure(images, environments, wanted))
+    if wanted and engine_answers(required=False, config=config):
+        on_images(lambda images: _ensure(images, environments, wanted), config)
 
 
 async def _ensure(

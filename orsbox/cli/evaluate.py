@@ -174,7 +174,7 @@ def _served(
     if target is None:
         raise typer.BadParameter("name what to evaluate, or give --url", param_hint="TARGET")
     try:
-        environments = local_environment(target, dataset)
+        environments = local_environment(target, dataset, settings)
     except ManifestError as e:
         raise typer.BadParameter(str(e), param_hint="TARGET") from e
     if len(environments) > 1:

@@ -147,12 +147,16 @@ def play(
     out.print(f"[bold]final reward: {reward}  finished: {str(finished).lower()}[/bold]")
 
 
-def local_environment(target: str, dataset: FormatOptions) -> list[type[Environment]]:
+def local_environment(
+    target: str, dataset: FormatOptions, settings: Settings
+) -> list[type[Environment]]:
+    """The environments `target` names, their missing images built on the engine of
+    `settings.backend` (where the local server will start their sandboxes)."""
     from orsbox.cli.build import ensure_images
     from orsbox.targets import resolve_target
 
-    environments = resolve_target(target, dataset)
-    ensure_images(environments)
+    environments = resolve_target(target, dataset, settings.backend)
+    ensure_images(environments, settings.backend)
     return environments
 
 
@@ -203,10 +207,10 @@ def run(
         with failures_exit("episode"), contextlib.ExitStack() as stack:
             name = env
             if url is None:
-                environments = local_environment(env, dataset or FormatOptions())
-                name = environments[0].name().lower()
                 settings = B.with_backend(Settings(), runtime, engine)
                 settings = G.with_grading_errors(settings, grading_errors)
+                environments = local_environment(env, dataset or FormatOptions(), settings)
+                name = environments[0].name().lower()
                 url = stack.enter_context(local_server(environments, settings))
             play(url, name, split or _first_split(url, name, token), index, steps, token)
     except ManifestError as e:

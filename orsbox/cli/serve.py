@@ -63,12 +63,6 @@ def serve(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     if log_format not in LOG_FORMATS:
         raise typer.BadParameter(f"one of {', '.join(LOG_FORMATS)}", param_hint="--log-format")
-    try:
-        environments = resolve_targets(targets or [], dataset)
-    except ManifestError as e:
-        raise typer.BadParameter(str(e), param_hint="TARGETS") from e
-    if build:
-        ensure_images(environments)
     settings = _DEFAULTS.model_copy(
         update={
             "host": host,
@@ -84,6 +78,12 @@ def serve(
         settings = settings.model_copy(update={"image_map": dataset.image_map.texts()})
     settings = B.with_backend(settings, runtime, engine)
     settings = G.with_grading_errors(settings, grading_errors)
+    try:  # image targets and missing images: on the engine the sandboxes will run on
+        environments = resolve_targets(targets or [], dataset, settings.backend)
+    except ManifestError as e:
+        raise typer.BadParameter(str(e), param_hint="TARGETS") from e
+    if build:
+        ensure_images(environments, settings.backend)
     advertise_sandbox_api(settings)
     run_server(environments, settings)
 

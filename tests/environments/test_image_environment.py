@@ -16,8 +16,9 @@ from ors.client import ORS
 
 from orsbox.authoring.declarative import DeclarativeEnvironment
 from orsbox.errors import ManifestError
-from orsbox.sandbox.config import with_backend
-from orsbox.targets import cache_dir, image_environment
+from orsbox.sandbox.config import DockerConfig, with_backend
+from orsbox.targets import cache_dir, image_environment, resolve_targets
+from tests.runtimes import RUNSC_ENGINE, runtime_available
 from tests.servers import LiveServer, start_server
 
 IMAGE = "orsbox-test/reverse:latest"
@@ -163,3 +164,22 @@ def test_a_root_only_manifest_folder_is_fine(
 def test_an_image_without_a_manifest(docker_client: docker.DockerClient, base_image: str) -> None:
     with pytest.raises(ManifestError, match="has no /orsbox folder"):
         environment_in(base_image)
+
+
+ELSEWHERE = "orsbox-test/reverse-elsewhere:latest"
+
+
+def test_an_image_target_is_found_on_the_configured_engine(tmp_path: Path) -> None:
+    """`orsbox serve --engine X IMAGE` looks IMAGE up on X, where its sandboxes will run,
+    not on DOCKER_HOST or the default socket (here: an image only the runsc engine has)."""
+    runtime_available("runsc")
+    other = docker.DockerClient(base_url=RUNSC_ENGINE, timeout=120)
+    build(other, tmp_path, ELSEWHERE)
+    try:
+        found = resolve_targets([ELSEWHERE], backend=DockerConfig(engine=RUNSC_ENGINE))
+        assert [env.name() for env in found] == ["reverse"]
+        with pytest.raises(ManifestError):  # the default engine has no such image
+            resolve_targets([ELSEWHERE])
+    finally:
+        forget(other, ELSEWHERE)
+        other.close()
