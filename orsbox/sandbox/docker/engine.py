@@ -35,6 +35,7 @@ DOCKER_TIMEOUT_S = 60.0  # per API request; a burst of 50 creates takes ~8 s on 
 MAX_CONCURRENT_CALLS = 64
 POOL_SIZE = MAX_CONCURRENT_CALLS + 16
 REMOVE_WAIT_S = 30.0  # how long to wait for a removal already in progress
+REMOVE_SLOW_S = 300.0  # ... and for one that outlasted a read timeout (a bomb's end)
 ARCHIVE_TIMEOUT_S = 300.0  # a whole archive read (each read within it: DOCKER_TIMEOUT_S)
 
 T = TypeVar("T")
@@ -259,7 +260,16 @@ class Engine:
         await self.run("remove container", self._remove_and_wait, container_id)
 
     def _remove_and_wait(self, container_id: str) -> None:
-        api = self.client.api
+        try:
+            self._remove_with(self.client.api, container_id, REMOVE_WAIT_S)
+        except requests.exceptions.ReadTimeout:
+            # Ending hundreds of processes (a stopped fork bomb under gVisor) has kept
+            # the engine past the client's read timeout: ask again on a patient client.
+            with self.patient_client(REMOVE_SLOW_S) as client:
+                self._remove_with(client.api, container_id, REMOVE_SLOW_S)
+
+    @staticmethod
+    def _remove_with(api: Any, container_id: str, wait_s: float) -> None:
         try:
             api.remove_container(container_id, force=True)
             return
@@ -268,7 +278,7 @@ class Engine:
         except docker.errors.APIError as e:
             if e.status_code != 409:  # 409: removal already in progress (auto_remove)
                 raise
-        deadline = time.monotonic() + REMOVE_WAIT_S
+        deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             try:
                 api.inspect_container(container_id)

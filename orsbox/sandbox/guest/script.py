@@ -54,7 +54,9 @@ SWEEP_LIMIT_S = 3.0  # a kill sweep repeats until quiet, but not for longer than
 STOP_WAIT_S = 0.5  # how long a sweep waits for the shell to show as stopped
 DEATH_WAIT_S = 1.0  # how long a timed-out call's reply waits for its killed processes to die
 REPLY_DUE_S = 0.5  # after a shell call's timeout, its reply goes out by then, sweep done or not
-KILLS_PER_HOLD = 32  # a long kill pass stops the held group again after this many kills
+KILLS_PER_HOLD = (
+    8  # a long kill pass stops the held group again (and replies if due) after this many
+)
 STATUS_MAX = 3  # digits in the sentinel's exit status ($? is 0-255)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STOPPED_OR_DEAD = (b"T", b"t", b"Z", b"X")  # /proc/PID/stat states
