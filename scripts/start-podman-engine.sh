@@ -55,8 +55,10 @@ answers() { DOCKER_HOST="$HOST" docker version >/dev/null 2>&1; }
 if ! answers; then
     echo "start-podman-engine: serving podman's API on $SOCKET (log: $LOG)" >&2
     rm -f "$SOCKET"
-    nohup podman --root "$ROOT/storage" --runroot "$ROOT/run" --storage-driver overlay \
-        system service --time=0 "$HOST" >"$LOG" 2>&1 &
+    # In its own folder: conmon leaves files (an `oom` marker when a container is
+    # OOM-killed) in the service's working directory, which would be the caller's.
+    (cd "$ROOT" && exec nohup podman --root "$ROOT/storage" --runroot "$ROOT/run" \
+        --storage-driver overlay system service --time=0 "$HOST") >"$LOG" 2>&1 &
     echo $! >"$PIDFILE"
     for _ in $(seq 120); do
         if answers; then
