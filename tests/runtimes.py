@@ -19,6 +19,7 @@ import docker
 import pytest
 
 from orsbox.sandbox import DockerConfig, Sandbox, SandboxBackend
+from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.sandbox.config import is_gvisor
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker.diagnosis import INITS  # noqa: F401 (re-exported)
@@ -176,3 +177,15 @@ async def processes(sandbox: Sandbox) -> str:
         pids = ",".join(map(str, marked(MARKER, sandbox.id)))
         return (await sandbox.exec(["ps", "-o", "pid,ppid,stat,args", "-p", pids])).output
     return (await sandbox.exec(["ps", "-eo", "pid,ppid,stat,args"])).output
+
+
+# What a Docker backend configured with runsc answers (tests/sandbox/test_capabilities.py
+# holds the real one to it): no network, no switching; for the policy's unit tests.
+GVISOR_CAPABILITIES = BackendCapabilities(
+    isolated=True,
+    network_modes=frozenset({False}),
+    switch_network=False,
+    runtime_choice=True,
+    snapshots=True,
+    runtime="runsc",
+)

@@ -21,7 +21,6 @@ from orsbox.errors import (
     ServiceUnavailable,
 )
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
-from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.sandbox.fake import FAKE_CAPABILITIES
 from orsbox.server.policy import (
     check_backend_network,
@@ -32,6 +31,7 @@ from orsbox.server.policy import (
 from orsbox.server.sandbox_api.manager import SandboxManager
 from orsbox.server.sandbox_api.request import SandboxRequest, machine_limits
 from orsbox.settings import Settings
+from tests.runtimes import GVISOR_CAPABILITIES
 
 pytestmark = pytest.mark.anyio
 GB = 1024**3
@@ -301,14 +301,7 @@ def test_which_session_urls_reach_this_server() -> None:
     assert points_here("http://10.0.0.5:8123", Settings(host="10.0.0.5", port=8123))
 
 
-GVISOR = BackendCapabilities(
-    isolated=True,
-    network_modes=frozenset({False}),
-    switch_network=False,
-    runtime_choice=True,
-    snapshots=True,
-    runtime="runsc",
-)
+GVISOR = GVISOR_CAPABILITIES
 
 
 def test_a_network_the_backend_cannot_give_is_a_400_naming_what_it_offers() -> None:

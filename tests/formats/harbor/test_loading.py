@@ -19,7 +19,7 @@ from orsbox.formats.harbor.verifier import (
     parse_reward_json,
     parse_reward_txt,
 )
-from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
+from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE
 from orsbox.sandbox.config import DefaultLimits
 from orsbox.sandbox.fake import FAKE_CAPABILITIES
 from orsbox.sandbox.image_map import ImageMap
@@ -31,6 +31,7 @@ from tests.formats.harbor.tasks import (
     write,
     write_tb1_task,
 )
+from tests.runtimes import GVISOR_CAPABILITIES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "harbor"
 
@@ -421,14 +422,7 @@ def test_the_check_table_lists_refused_tasks_and_failures(tmp_path: Path) -> Non
 def test_a_task_the_backend_cannot_network_is_refused_before_it_starts() -> None:
     """What the server's backend cannot give is asked of it (`capabilities`) at setup:
     gVisor's sandboxes have no network and cannot switch one."""
-    gvisor = BackendCapabilities(
-        isolated=True,
-        network_modes=frozenset({False}),
-        switch_network=False,
-        runtime_choice=True,
-        snapshots=True,
-        runtime="runsc",
-    )
+    gvisor = GVISOR_CAPABILITIES
     runc = replace(gvisor, network_modes=EVERY_NETWORK_MODE, switch_network=True, runtime=None)
     allowlist = PhaseNetwork("allowlist", ("deb.debian.org",))
     assert unmet_by(False, None, gvisor) is None
