@@ -43,6 +43,11 @@ class BackendCapabilities:
         """An environment may ask for `runtime`: the configured one or an allowed one."""
         return self.runtime_choice and (runtime == self.runtime or runtime in self.allowed_runtimes)
 
+    def gives_network(self, network: NetworkMode) -> bool:
+        """A sandbox may start with `network`: no network is always given, and a backend
+        that isolates nothing (the fake) holds no network back to refuse."""
+        return not self.isolated or not network or network in self.network_modes
+
     def describe_network(self) -> str:
         """The network modes offered, for an error: e.g. `offered: none (gVisor: docs/gvisor.md)`."""
         names = {False: "none", True: "guarded", "host": "host", "allowlist": "allow-list"}

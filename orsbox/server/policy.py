@@ -205,7 +205,7 @@ def check_backend_network(
             "this server's sandboxes cannot change their network while running "
             f"({capabilities.describe_network()})"
         )
-    if network and network not in capabilities.network_modes:
+    if not capabilities.gives_network(network):  # type: ignore[arg-type]
         raise BadRequest(
             f"this server's sandboxes cannot have {NETWORK_NAMES.get(network, network)} "
             f"({capabilities.describe_network()})"

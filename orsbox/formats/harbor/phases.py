@@ -117,6 +117,6 @@ def unmet_by(
             )
         asked.append(("the verifier phase", verifier.network))
     for phase, network in asked:
-        if network and network not in capabilities.network_modes:
+        if not capabilities.gives_network(network):  # type: ignore[arg-type]
             return f"{phase} asks for a network this server's sandboxes cannot have ({offered})"
     return None
