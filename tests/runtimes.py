@@ -18,10 +18,10 @@ import os
 import docker
 import pytest
 
-from orsbox.sandbox import DockerConfig, Sandbox, SandboxBackend
+from orsbox.sandbox import Sandbox, SandboxBackend
 from orsbox.sandbox.capabilities import BackendCapabilities
-from orsbox.sandbox.config import is_gvisor
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.config import DockerConfig, is_gvisor
 from orsbox.sandbox.docker.diagnosis import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox.docker.engine import engine_product
 from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked

@@ -10,10 +10,11 @@ import pytest
 
 from orsbox.cli.backend_options import with_backend
 from orsbox.errors import SandboxError
-from orsbox.sandbox import DockerConfig, FakeConfig, SandboxLimits, create_backend
-from orsbox.sandbox.config import engine_address, is_gvisor, load_config_file
+from orsbox.sandbox import SandboxLimits, create_backend
+from orsbox.sandbox.config import load_config_file, with_options
+from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.options import address_space_bound
-from orsbox.sandbox.fake import FakeBackend
+from orsbox.sandbox.fake import FakeBackend, FakeConfig
 from orsbox.settings import Settings
 from tests.test_access import refusal
 
@@ -42,11 +43,22 @@ def test_a_backend_file_toml_or_json(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_cli_flags_lay_over_the_config() -> None:
     settings = Settings(backend=DockerConfig(allow_runtimes=["runsc"]))
-    flagged = with_backend(settings, "runsc", "unix:///other.sock")
+    flagged = with_backend(settings, {"runtime": "runsc", "engine": "unix:///other.sock"})
     assert flagged.backend == DockerConfig(
         runtime="runsc", engine="unix:///other.sock", allow_runtimes=["runsc"]
     )
-    assert with_backend(settings, None, None) is settings
+    assert with_backend(settings, {"runtime": None, "engine": None}) is settings
+
+
+def test_an_option_the_selected_backend_lacks_is_refused() -> None:
+    """Options are the selected backend's fields: the fake has no engine to point at."""
+    with pytest.raises(SandboxError, match="the fake backend has no option engine"):
+        with_options(FakeConfig(), engine="unix:///other.sock")
+    assert with_options(None, runtime="runsc") == DockerConfig(runtime="runsc")
+
+
+def test_a_former_privileges_name_is_still_accepted() -> None:
+    assert SandboxLimits(privileges="docker-default").privileges == "runtime-default"
 
 
 @pytest.mark.parametrize(

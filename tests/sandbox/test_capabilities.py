@@ -67,4 +67,5 @@ async def test_the_fake_leaves_nothing_on_the_host() -> None:
     firewall (tests/network/test_guard.py, through `orsbox gc` and `orsbox doctor`)."""
     backend = FakeBackend()
     assert await backend.sweep_host_state(everything=True) is None
-    assert await backend.check_network_guard() is None
+    [guard] = await backend.network_checks(allowlists=True)
+    assert guard.ok and guard.name == "egress guard" and "not needed" in guard.detail

@@ -295,7 +295,7 @@ async def test_shell_round_trip_latency(sandbox: DockerSandbox) -> None:
 
 
 async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image: str) -> None:
-    from orsbox.sandbox import DockerConfig
+    from orsbox.sandbox.docker.config import DockerConfig
 
     backend = DockerBackend(config=DockerConfig(image_map=[f"ubuntu:24.04={base_image}"]))
     try:
@@ -310,7 +310,7 @@ async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image:
 async def test_the_configured_default_limits_reach_the_container(
     base_image: str, docker_client: docker.DockerClient
 ) -> None:
-    from orsbox.sandbox import DockerConfig
+    from orsbox.sandbox.docker.config import DockerConfig
 
     config = DockerConfig(default_limits={"memory_bytes": 300 * 1024**2, "cpus": 0.5})
     backend = DockerBackend(config=config)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from orsbox.errors import SandboxStartError
-from orsbox.sandbox import DockerConfig, SandboxLimits, SandboxSpec
+from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.config import DockerConfig
 from tests.runtimes import PODMAN_ENGINE, runtime_available
 from tests.sandbox.conftest import BASE_IMAGE
 

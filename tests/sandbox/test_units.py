@@ -108,7 +108,7 @@ def test_container_defaults_and_overrides() -> None:
 
 
 def test_docker_default_privileges_keep_dockers_set_and_the_other_limits() -> None:
-    limits = SandboxLimits(privileges="docker-default", writable_layer_bytes=2**20, pids=64)
+    limits = SandboxLimits(privileges="runtime-default", writable_layer_bytes=2**20, pids=64)
     options = container_options(SandboxSpec(image="img", limits=limits), "n", {}, {})
     assert "cap_drop" not in options and "security_opt" not in options
     assert options["pids_limit"] == 64 and options["init"] is True
