@@ -126,7 +126,7 @@ class OrsboxEnvironment(BaseEnvironment):
             image=await self._image(self._backend, ImageMap.parse(rules), force_build),
             limits=limits,
             env=self._merge_env(None) or {},
-            labels={"orsbox.harbor.session": self.session_id[:100]},
+            labels={"orsbox.harbor.session": self.session_id},
         )
         return LocalSandbox(await self._backend.start(spec))
 

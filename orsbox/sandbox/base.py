@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orsbox.errors import SandboxError
 from orsbox.sandbox.diagnosis import EngineCheck
+from orsbox.sandbox.labels import check_labels
 
 if TYPE_CHECKING:
     from orsbox.sandbox.capabilities import BackendCapabilities
@@ -195,8 +196,17 @@ class SandboxSpec(BaseModel):
     )
     workdir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    labels: dict[str, str] = Field(default_factory=dict, description="extra labels")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra labels: keys and values as Kubernetes takes them; a value "
+        "that is not one is rewritten to fit (`orsbox.sandbox.labels`)",
+    )
     session_id: str = "none"
+
+    @field_validator("labels")
+    @classmethod
+    def _valid_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return check_labels(labels)
 
 
 @dataclass

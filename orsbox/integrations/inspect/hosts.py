@@ -105,7 +105,7 @@ class LocalHost:
             user=config.user,
             workdir=config.working_dir,
             env=config.env,
-            labels={LABEL: task_name[:100]},
+            labels={LABEL: task_name},
         )
         return LocalSandbox(await self.backend.start(spec))
 

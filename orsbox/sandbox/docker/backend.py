@@ -64,6 +64,7 @@ from orsbox.sandbox.guest.sandbox import check
 from orsbox.sandbox.host_state import HostStateSwept
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.images import BASE_IMAGE
+from orsbox.sandbox.labels import label_value
 from orsbox.sandbox.start_limit import StartLimit
 from orsbox.sandbox.usage import ResourceUsage
 
@@ -373,7 +374,8 @@ class DockerBackend(SandboxBackend):
     # -- the rest of the contract
 
     async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
-        wanted = [f"{L.ORSBOX}=1"] if all_servers else [f"{L.SERVER}={self.server_id}"]
+        mine = f"{L.SERVER}={label_value(self.server_id)}"
+        wanted = [f"{L.ORSBOX}=1"] if all_servers else [mine]
         return [to_info(c) for c in await self.engine.list(wanted)]
 
     async def sweep(self) -> int:
@@ -382,7 +384,7 @@ class DockerBackend(SandboxBackend):
         doomed = [
             c["Id"]
             for c in containers
-            if (c.get("Labels") or {}).get(L.SERVER) != self.server_id
+            if not L.is_mine(c.get("Labels") or {}, self.server_id)
             and L.owner_is_dead(c.get("Labels") or {})
         ]
         async with anyio.create_task_group() as tg:
