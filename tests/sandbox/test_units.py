@@ -147,3 +147,15 @@ def test_what_only_an_operator_allows_reaches_the_container_options() -> None:
     assert guarded["network_mode"] == "orsbox-guarded"  # never Docker's default bridge
     with pytest.raises(ValueError, match="needs its network"):
         container_options(bridged, "n", {}, {})
+
+
+def test_a_person_enters_a_sandbox_through_its_engine() -> None:
+    """`login_command` (Inspect's human agent): the engine it was configured with, if any."""
+    from orsbox.sandbox.docker import DockerBackend
+    from orsbox.sandbox.docker.config import DockerConfig
+
+    elsewhere = DockerBackend("t", config=DockerConfig(engine="unix:///nowhere.sock"))
+    assert elsewhere.login_command("abc", "root") == (
+        "docker -H unix:///nowhere.sock exec -it --user root abc bash -l"
+    )
+    assert DockerBackend("t").login_command("abc") == "docker exec -it abc bash -l"
