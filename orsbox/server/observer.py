@@ -50,7 +50,7 @@ class SessionStats:
     tool_names: set[str] | None = None  # the tools offered, for metric labels
     task: str = ""  # the task, redacted and short, for the status page
     prompt_recorded: bool = False
-    grading_cause: str | None = None  # the grader could not run (GradingError.cause)
+    grading_error: GradingError | None = None  # the grader could not run
 
     def as_dict(self) -> dict[str, Any]:
         end = self.ended_at or time.time()
@@ -152,7 +152,7 @@ class Observer:
             lost = getattr(session.env, "why_sandbox_lost", None)
             error = session.error or (LIVE_SECRETS.redact(lost) if lost else None)
             state = "reaped" if reaped else "ended"
-            if error or session.stats.grading_cause:
+            if error or session.stats.grading_error:
                 state = "failed" if error else "grading_error"
             self.recorder.episode_ended(session.stats.episode_id, state, error, usage)
 
@@ -161,7 +161,7 @@ class Observer:
         error and cause), whether the call answers an error or, as the operator may ask,
         a reward of 0.0."""
         self.metrics.grading_errors.labels(session.env_name, error.cause).inc()
-        session.stats.grading_cause = error.cause
+        session.stats.grading_error = error
         if self.recorder is not None:
             message = LIVE_SECRETS.redact(error.wire())
             self.recorder.grading_error(session.stats.episode_id, error.cause, message)
