@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import docker
-import httpx
 import pytest
 from openreward import AsyncOpenReward
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.monitoring.test_metrics import scrape, value
 from tests.sandbox_api.conftest import TOKEN_A, api_server_settings, sandbox_settings
 from tests.servers import LiveServer, start_server
 
@@ -21,7 +20,8 @@ pytestmark = pytest.mark.anyio
 CHAINED = "orsbox/chained:1"
 MISSING = "orsbox/no-such-image:never"
 RUN = {"environment": "sandbox-api", "tool": "run"}
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+AUTHORIZED = {"Authorization": f"Bearer {TOKEN_A}"}
+Samples = dict[tuple[str, frozenset], float]
 
 
 @pytest.fixture(scope="module")
@@ -39,19 +39,8 @@ def metered_server(
     server.stop()
 
 
-def scrape(server: LiveServer) -> Samples:
-    answer = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {TOKEN_A}"})
-    assert answer.status_code == 200, answer.text
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(answer.text)
-        for sample in family.samples
-    }
-
-
 def grown(before: Samples, after: Samples, name: str, **labels: str) -> float:
-    key = (name, frozenset(labels.items()))
-    return after.get(key, 0.0) - before.get(key, 0.0)
+    return value(after, name, **labels) - value(before, name, **labels)
 
 
 async def test_sandbox_api_starts_and_runs_are_metered_and_mapped_once(
@@ -59,14 +48,14 @@ async def test_sandbox_api_starts_and_runs_are_metered_and_mapped_once(
 ) -> None:
     client = AsyncOpenReward(api_key=TOKEN_A, base_url="http://unused.invalid")
     client.session_base_url = metered_server.url
-    before = scrape(metered_server)
+    before = scrape(metered_server, **AUTHORIZED)
     async with client.sandbox(sandbox_settings(CHAINED)) as box:
         [container] = docker_client.api.containers(filters={"label": f"orsbox.session={box.sid}"})
         assert container["Image"] == base_image  # one step of the map, not two
         assert await box.check_run("echo ok") == "ok"
         late = await box.run("sleep 30", timeout=1)
         assert late.timed_out
-    after = scrape(metered_server)
+    after = scrape(metered_server, **AUTHORIZED)
     assert grown(before, after, "orsbox_sandbox_starts_total", outcome="ok") == 1
     assert grown(before, after, "orsbox_sandbox_start_duration_seconds_count") == 1
     assert grown(before, after, "orsbox_tool_calls_total", **RUN, outcome="ok") == 1
