@@ -15,7 +15,7 @@ from openreward import OpenReward
 from ors.client import ORS
 from prometheus_client.parser import text_string_to_metric_families
 
-from orsbox.authoring import GradingFailed, ToolRaised, call_tool
+from orsbox.authoring import ToolRaised, call_tool, tool
 from orsbox.authoring.graded_once import GradedOnce
 from orsbox.authoring.loading import load_environment
 from orsbox.client import Session, ToolFailed
@@ -60,6 +60,11 @@ class _Counted(GradedOnce):
         self.gradings += 1
         raise GradingError("no reward file", cause="no-reward-file")
 
+    @tool
+    async def submit(self) -> ToolOutput:
+        """Grade."""
+        return await self.final_output()
+
 
 @pytest.mark.anyio
 async def test_a_grading_error_is_kept_like_a_reward_graded_once() -> None:
@@ -68,6 +73,16 @@ async def test_a_grading_error_is_kept_like_a_reward_graded_once() -> None:
         with pytest.raises(GradingError, match="no reward file"):
             await env.final_output()
     assert env.gradings == 1
+
+
+@pytest.mark.anyio
+async def test_a_tool_call_hands_the_server_the_grading_error_itself() -> None:
+    """One exception type from the grader to the server (which makes the event, the
+    record and the metric of it): `call_tool` neither wraps nor rewrites it."""
+    with pytest.raises(GradingError) as raised:
+        await call_tool(_Counted({}), "submit", {})
+    assert type(raised.value) is GradingError and not isinstance(raised.value, ToolRaised)
+    assert (raised.value.cause, raised.value.message) == ("no-reward-file", "no reward file")
 
 
 # -- on a real server ---------------------------------------------------------------------
@@ -170,7 +185,7 @@ async def test_an_exception_in_an_openreward_grader_is_already_an_error() -> Non
     with pytest.raises(ToolRaised) as raised:
         await call_tool(env, "submit", {"answer": "4"})
     assert str(raised.value) == "tool 'submit' failed: RuntimeError: the grader's runner is missing"
-    assert not isinstance(raised.value, GradingFailed)
+    assert GradingError.from_wire(str(raised.value)) is None  # no cause: not a grading error
 
 
 def test_as_zero_gives_the_old_reward_and_keeps_the_cause(tmp_path: Path) -> None:

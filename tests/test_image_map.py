@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from orsbox.sandbox.fake import FakeBackend
 from orsbox.sandbox.image_map import ImageMap, ImageMapError, normalize
+from orsbox.server.sandbox_api import SandboxManager
+from orsbox.settings import Settings
 
 
 def test_normal_form() -> None:
@@ -72,3 +75,16 @@ def test_dockerfile_from_lines() -> None:
         "FROM ${BASE}\n"
         "FROM scratch\n"
     )
+
+
+def test_a_map_applies_once_even_when_its_rules_chain() -> None:
+    """The first rule that matches is the whole rewrite: its target is not mapped again
+    by a later rule (the sandbox API's one map on a real engine:
+    tests/sandbox_api/test_metered.py)."""
+    rules = ["orsbox/chained:1=orsbox/base:latest", "orsbox/base:latest=orsbox/missing:1"]
+    images = ImageMap.parse(rules)
+    assert images.rewrite("orsbox/chained:1") == "orsbox/base:latest"
+    assert images.rewrite("orsbox/base:latest") == "orsbox/missing:1"
+    manager = SandboxManager(Settings(image_map=rules), FakeBackend())
+    assert manager.images.texts() == rules  # the sandbox API's one map, read at startup
+    assert manager.images.rewrite("orsbox/chained:1") == "orsbox/base:latest"

@@ -2,7 +2,6 @@
 
 from orsbox.authoring.environment import Environment, EnvironmentContext, SingleTask, as_split
 from orsbox.authoring.tools import (
-    GradingFailed,
     ToolDef,
     ToolError,
     ToolRaised,
@@ -15,7 +14,6 @@ from orsbox.authoring.tools import (
 __all__ = [
     "Environment",
     "EnvironmentContext",
-    "GradingFailed",
     "SingleTask",
     "ToolDef",
     "ToolError",

@@ -52,16 +52,6 @@ class ToolRaised(Exception):
     """A tool raised: the call ends with an SSE `error` event carrying this message."""
 
 
-class GradingFailed(ToolRaised):
-    """The grader could not run (`GradingError`): an `error` event whose text names the
-    cause (`GradingError.wire`), unless the operator asked for the old reward of 0.0
-    (`--grading-errors as-zero`, `as_zero_reward`)."""
-
-    def __init__(self, error: GradingError) -> None:
-        super().__init__(error.wire())
-        self.error = error
-
-
 def as_zero_reward(error: GradingError) -> ToolOutput:
     """The finished output a grading error becomes under `--grading-errors as-zero`
     (Harbor's own mean counts a trial without a reward as 0): reward 0.0, the cause kept
@@ -145,17 +135,9 @@ async def call_tool(
 ) -> RunToolSuccess | RunToolError:
     """Run one tool. Unknown tools and invalid input are answered as `RunToolError`
     naming what exists, so an agent can recover; a tool that raises raises
-    `ToolRaised` (the server turns it into an SSE `error` event), a grader that could
-    not run `GradingFailed`."""
-    try:
-        return await _call_tool(env, name, tool_input)
-    except GradingError as e:
-        raise GradingFailed(e) from e
-
-
-async def _call_tool(
-    env: Environment, name: str, tool_input: dict[str, Any]
-) -> RunToolSuccess | RunToolError:
+    `ToolRaised` (the server turns it into an SSE `error` event). A grader that could
+    not run raises its `GradingError` unchanged: the server reports that one object as
+    the call's event, the episode's record and the metric (docs/grading-errors.md)."""
     gate = await env.before_tool(name)
     if gate is not None:
         return RunToolSuccess(output=gate)

@@ -76,16 +76,17 @@ def create_app(
     check_policy(environments, settings, sandbox_backend)
     check_sandbox_api(settings)
     observer = Observer.from_settings(settings)
+    # Every sandbox the server starts, a session's or the sandbox API's, goes through
+    # this one metered backend, so the start metrics count them all.
+    metered = MeteredBackend(sandbox_backend, observer.metrics) if sandbox_backend else None
     manager = SessionManager(
         settings, _context_extras(sandbox_backend, settings), observer=observer
     )
-    manager.sandbox_backend = (
-        MeteredBackend(sandbox_backend, observer.metrics) if sandbox_backend else None
-    )
+    manager.sandbox_backend = metered
     registry = CallRegistry(linger_s=settings.result_linger_s)
     sandbox_api = None
-    if settings.sandbox_api and sandbox_backend is not None:
-        sandbox_api = SandboxManager(settings, sandbox_backend)
+    if settings.sandbox_api and metered is not None:
+        sandbox_api = SandboxManager(settings, metered, observer)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("orsbox.observe")  # the name operators filter on; kept
 
 USAGE_TIMEOUT_S = 5.0
+# The sandbox API's `/run` in the call metrics: one environment label and one tool, not
+# the name a client gives (any client could grow a metric without bound with those).
+SANDBOX_API_ENVIRONMENT = "sandbox-api"
+SANDBOX_API_TOOL = "run"
 
 
 @dataclass
@@ -50,7 +54,7 @@ class SessionStats:
     tool_names: set[str] | None = None  # the tools offered, for metric labels
     task: str = ""  # the task, redacted and short, for the status page
     prompt_recorded: bool = False
-    grading_cause: str | None = None  # the grader could not run (GradingError.cause)
+    grading_error: GradingError | None = None  # the grader could not run
 
     def as_dict(self) -> dict[str, Any]:
         end = self.ended_at or time.time()
@@ -62,6 +66,17 @@ class SessionStats:
             "calls": self.calls,
             "output_bytes": self.output_bytes,
         }
+
+
+def outcome_of(tally: ExecTally, metadata: dict[str, Any] | None = None) -> str:
+    """A call that answered: `timed_out` or `truncated` when a command it ran was (or
+    its output's metadata says so), else `ok`."""
+    metadata = metadata or {}
+    if tally.timed_out or metadata.get("timed_out"):
+        return "timed_out"
+    if tally.truncated or metadata.get("truncated"):
+        return "truncated"
+    return "ok"
 
 
 def failure_cause(error: BaseException) -> str:
@@ -152,7 +167,7 @@ class Observer:
             lost = getattr(session.env, "why_sandbox_lost", None)
             error = session.error or (LIVE_SECRETS.redact(lost) if lost else None)
             state = "reaped" if reaped else "ended"
-            if error or session.stats.grading_cause:
+            if error or session.stats.grading_error:
                 state = "failed" if error else "grading_error"
             self.recorder.episode_ended(session.stats.episode_id, state, error, usage)
 
@@ -161,12 +176,41 @@ class Observer:
         error and cause), whether the call answers an error or, as the operator may ask,
         a reward of 0.0."""
         self.metrics.grading_errors.labels(session.env_name, error.cause).inc()
-        session.stats.grading_cause = error.cause
+        session.stats.grading_error = error
         if self.recorder is not None:
             message = LIVE_SECRETS.redact(error.wire())
             self.recorder.grading_error(session.stats.episode_id, error.cause, message)
 
     # -- calls ---------------------------------------------------------------------------
+    def count_call(
+        self, env_name: str, tool: str, outcome: str, duration_s: float, tally: ExecTally
+    ) -> None:
+        """One call in the metrics: by outcome, its time on the server, each command's
+        time in the sandbox, the bytes output caps cut."""
+        metrics = self.metrics
+        metrics.tool_calls.labels(env_name, tool, outcome).inc()
+        metrics.call_seconds.labels(env_name).observe(duration_s)
+        for seconds in tally.durations_s:
+            metrics.exec_seconds.labels(env_name).observe(seconds)
+        if tally.capped_bytes:
+            metrics.output_capped_bytes.labels(env_name).inc(tally.capped_bytes)
+
+    @contextlib.contextmanager
+    def sandbox_run(self) -> Iterator[None]:
+        """Around one sandbox API `/run`: its command is tallied and the call counted as
+        a session's tool calls are (environment `sandbox-api`, tool `run`); one that
+        raises is `raised`."""
+        tally = ExecTally()
+        token = CALL_TALLY.set(tally)
+        started, outcome = time.monotonic(), "raised"
+        try:
+            yield
+            outcome = outcome_of(tally)
+        finally:
+            CALL_TALLY.reset(token)
+            duration = time.monotonic() - started
+            self.count_call(SANDBOX_API_ENVIRONMENT, SANDBOX_API_TOOL, outcome, duration, tally)
+
     @contextlib.contextmanager
     def call(self, session: Session, call: ToolCall) -> Iterator[CallWatch]:
         """Around one tool call: its log lines name the session, its sandbox commands
@@ -197,13 +241,7 @@ class CallWatch:
             self._report("tool_error", payload, None, False, result.error)
             return
         output = result.output
-        metadata = output.metadata or {}
-        if self.tally.timed_out or metadata.get("timed_out"):
-            outcome = "timed_out"
-        elif self.tally.truncated or metadata.get("truncated"):
-            outcome = "truncated"
-        else:
-            outcome = "ok"
+        outcome = outcome_of(self.tally, output.metadata)
         self._report(outcome, payload, output.reward, output.finished, None)
 
     def raised(self, message: str) -> None:
@@ -223,15 +261,11 @@ class CallWatch:
         error: str | None,
     ) -> None:
         duration = time.monotonic() - self.started
-        session, metrics, env_name = self.session, self.observer.metrics, self.session.env_name
+        session = self.session
         if self.grading_error is not None:
             outcome = "grading_error"
-        metrics.tool_calls.labels(env_name, self._tool_label(), outcome).inc()
-        metrics.call_seconds.labels(env_name).observe(duration)
-        for seconds in self.tally.durations_s:
-            metrics.exec_seconds.labels(env_name).observe(seconds)
-        if self.tally.capped_bytes:
-            metrics.output_capped_bytes.labels(env_name).inc(self.tally.capped_bytes)
+        tool = self._tool_label()
+        self.observer.count_call(session.env_name, tool, outcome, duration, self.tally)
         stats = session.stats
         stats.calls += 1
         stats.output_bytes += self.tally.output_bytes or len(payload or "")

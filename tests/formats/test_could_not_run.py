@@ -41,8 +41,9 @@ def run(
     test_sh: str = TB2_TEST_SH,
     reports: frozenset[str] = frozenset(),
     timed_out: bool = False,
+    problem: str | None = None,
 ) -> VerifierRun:
-    return VerifierRun(test_sh, stdout, timed_out, 900.0, reward, reports)
+    return VerifierRun(test_sh, stdout, timed_out, 900.0, reward, reports, problem)
 
 
 # -- Harbor / Terminal-Bench 2 ------------------------------------------------------------
@@ -59,6 +60,12 @@ def test_the_report_a_tb2_test_sh_names_is_found() -> None:
     [
         (run(timed_out=True, reward=1.0), "verifier-timeout", "900s"),
         (run("the tests crashed: boom", reward=None), "no-reward-file", "the tests crashed: boom"),
+        (run("ok", reward=None, problem="reward.txt is empty"), "bad-reward-file", "is empty"),
+        (
+            run(reward=None, problem="reward.txt is empty", timed_out=True),
+            "verifier-timeout",
+            "900s",
+        ),
         (run(OFFLINE), "verifier-offline", "Temporary failure resolving 'deb.debian.org'"),
         (
             run("E: Unable to locate package curl\nuvx: command not found\n"),

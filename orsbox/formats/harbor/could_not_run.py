@@ -84,8 +84,9 @@ class VerifierRun:
     stdout: str  # /logs/verifier/test-stdout.txt
     timed_out: bool
     timeout_s: float
-    reward: float | None  # None: no reward file
+    reward: float | None  # None: no reward file, or one that could not be parsed
     reports_present: frozenset[str]  # the reports test.sh names that exist
+    reward_problem: str | None = None  # why the reward file could not be parsed
 
 
 def reports_named(test_sh: str) -> list[str]:
@@ -102,6 +103,8 @@ def grading_error(run: VerifierRun) -> GradingError | None:
             f"test.sh did not finish within its {run.timeout_s:g}s ([verifier].timeout_sec)",
             run,
         )
+    if run.reward_problem is not None:  # Harbor's parse errors: no reward
+        return _error("bad-reward-file", run.reward_problem, run)
     if run.reward is None:
         return _error("no-reward-file", "test.sh wrote neither reward.txt nor reward.json", run)
     if run.reward != 0 or _tests_ran(run):
@@ -116,11 +119,6 @@ def grading_error(run: VerifierRun) -> GradingError | None:
     if missing:
         return _error("runner-missing", f"the tests' runner is missing ({why})", run)
     return _error("tests-did-not-run", f"reward 0 but the tests did not run ({why})", run)
-
-
-def bad_reward_file(why: str, run: VerifierRun) -> GradingError:
-    """An empty or malformed reward file: Harbor's parse errors, no reward."""
-    return _error("bad-reward-file", why, run)
 
 
 def _tests_ran(run: VerifierRun) -> bool:

@@ -9,6 +9,8 @@
 
 Everything that can be checked without a container is checked here, at load, and a
 problem is a `ManifestError` naming the task, the file or field, and what is wrong.
+Each format's verifier is chosen here, once: `HarborVerifier` (reward files) or
+`PytestVerifier` (Terminal-Bench 1's pytest summary).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from typing import Literal
 from orsbox.errors import ManifestError
 from orsbox.formats.harbor.images import TaskImage, task_image
 from orsbox.formats.harbor.phases import NetworkAllowed, PhaseNetwork, phase_networks, refusals
+from orsbox.formats.harbor.pytest_summary import PytestVerifier
 from orsbox.formats.harbor.refusals import task_toml_refusals, tb1_refusals
+from orsbox.formats.harbor.reward_files import HarborVerifier
 from orsbox.formats.harbor.task_config import read_task_toml, read_task_yaml
+from orsbox.formats.harbor.verifier import Verifier
 from orsbox.formats.options import FormatOptions
 from orsbox.sandbox.base import SandboxLimits
 
@@ -36,19 +41,6 @@ NETWORK_SETTING = "ORSBOX_ALLOW_NETWORK=1"
 _TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 Format = Literal["harbor", "terminal-bench-1"]
-
-
-@dataclass(frozen=True)
-class Verifier:
-    """How to grade: `script` under /tests, run as `user` with `env` for `timeout_s`."""
-
-    kind: Format
-    tests_dir: Path | None
-    script: str
-    extra_files: tuple[Path, ...]  # copied beside the tests (Terminal-Bench 1's run-tests.sh)
-    user: str | None
-    env: dict[str, str]
-    timeout_s: float
 
 
 @dataclass(frozen=True)
@@ -124,8 +116,7 @@ def _harbor_task(folder: Path, options: FormatOptions, allowed: NetworkAllowed) 
         workdir=env.workdir,
         env=resolve_env(name, "environment.env", env.env),
         agent_timeout_s=options.episode_timeout_s or config.agent.timeout_sec,
-        verifier=Verifier(
-            kind="harbor",
+        verifier=HarborVerifier(
             tests_dir=tests,
             script="/tests/test.sh",
             extra_files=(),
@@ -192,8 +183,7 @@ def _tb1_task(folder: Path, options: FormatOptions, allow_network: bool) -> Harb
         workdir=None,
         env={"TEST_DIR": "/tests"},
         agent_timeout_s=options.episode_timeout_s or task.max_agent_timeout_sec,
-        verifier=Verifier(
-            kind="terminal-bench-1",
+        verifier=PytestVerifier(
             tests_dir=_optional(folder / "tests"),
             script="/tests/run-tests.sh",
             extra_files=(run_tests,),

@@ -11,12 +11,14 @@ import logging
 
 from fastapi import APIRouter
 
-from orsbox.authoring import GradingFailed, ToolRaised, as_zero_reward, call_tool
+from orsbox.authoring import ToolRaised, as_zero_reward, call_tool
+from orsbox.errors import GradingError
 from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import RunToolSuccess, ToolCall
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
+from orsbox.server.observer import CallWatch
 from orsbox.server.openapi import SSE, errors
 from orsbox.server.secrets import LIVE_SECRETS
 from orsbox.server.sessions import Session
@@ -27,29 +29,37 @@ log = logging.getLogger("orsbox.calls")
 
 async def run_call(session: Session, call: ToolCall) -> list[Event]:
     """The final SSE events of one call: `chunk`.../`end` with the result, or `error`.
-    A grader that could not run answers `error` naming its cause, or a reward of 0.0
-    when the operator asked for that (`--grading-errors as-zero`); both are recorded."""
+    A grader that could not run (`GradingError`) is reported to the observer as it is
+    (the metric, the episode's record) and answers `error` with its wire text naming
+    the cause, or a reward of 0.0 when the operator asked for that
+    (`--grading-errors as-zero`)."""
     with session.in_call(), session.observer.call(session, call) as watch:
         try:
             async with session.call_lock:
                 if session.env is None:
                     return [{"event": "error", "data": "session was deleted"}]
-                try:
-                    result = await call_tool(session.env, call.name, call.input)
-                except GradingFailed as e:
-                    watch.grading_failed(e.error)
-                    if not session.grading_errors_as_zero:
-                        raise
-                    result = RunToolSuccess(output=as_zero_reward(e.error))
-            payload = LIVE_SECRETS.redact(result.model_dump_json())
-            watch.done(result, payload)
-            return result_events(payload)
+                result = await call_tool(session.env, call.name, call.input)
+        except GradingError as e:
+            watch.grading_failed(e)
+            if not session.grading_errors_as_zero:
+                return _error(session, watch, e.wire(), trace=None)  # an outcome, not a bug
+            result = RunToolSuccess(output=as_zero_reward(e))
         except ToolRaised as e:
-            trace = None if isinstance(e, GradingFailed) else e.__cause__  # an outcome, not a bug
-            log.warning("session %s: %s", session.sid, e, exc_info=trace)
-            message = LIVE_SECRETS.redact(str(e))
-            watch.raised(message)
-            return [{"event": "error", "data": message}]
+            return _error(session, watch, str(e), trace=e.__cause__)
+        payload = LIVE_SECRETS.redact(result.model_dump_json())
+        watch.done(result, payload)
+        return result_events(payload)
+
+
+def _error(
+    session: Session, watch: CallWatch, text: str, trace: BaseException | None
+) -> list[Event]:
+    """The call's `error` event: logged (with the tool's own exception, if any), counted
+    and recorded, secrets redacted."""
+    log.warning("session %s: %s", session.sid, text, exc_info=trace)
+    message = LIVE_SECRETS.redact(text)
+    watch.raised(message)
+    return [{"event": "error", "data": message}]
 
 
 @router.post(

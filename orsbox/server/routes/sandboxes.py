@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse, Response
 from orsbox.errors import BadRequest, Misdirected, OrsboxError, SandboxError
 from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
-from orsbox.sandbox.image_map import ImageMap
 from orsbox.server.access import presented_token
 from orsbox.server.deps import CallsDep, SessionIdDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
@@ -73,7 +72,7 @@ def _create(
     manager: SandboxManager, client: str, body: SandboxRequest, settings: Settings
 ) -> ApiSandbox:
     body.check_supported()
-    image = ImageMap.parse(settings.image_map).rewrite(body.image)
+    image = manager.images.rewrite(body.image)  # once: the name judged is the one started
     check_sandbox_image(body.image, image, settings)
     check_sandbox_network(body.network_setting()[0], settings)
     check_backend_network(body.network_setting()[0], manager.backend.capabilities)
@@ -115,11 +114,14 @@ async def run(
         manager.get(owner(request), sid)  # only its owner may reconnect
     else:
         box, _ = await manager.running(owner(request), sid)
-        run = lambda: _run_command(box, body, settings)  # noqa: E731
+        run = lambda: _run_command(manager, box, body, settings)  # noqa: E731
     return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)
 
 
-async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) -> list[Event]:
+async def _run_command(
+    manager: SandboxManager, box: ApiSandbox, body: RunRequest, settings: Settings
+) -> list[Event]:
+    """The command's answer, counted in the metrics like a session's tool call."""
     limit = settings.sandbox_max_output_bytes
     max_bytes = limit if body.max_bytes is None else min(body.max_bytes, limit)
     timeout = settings.sandbox_max_run_timeout_s
@@ -132,15 +134,16 @@ async def _run_command(box: ApiSandbox, body: RunRequest, settings: Settings) ->
             return [{"event": "error", "data": "the sandbox is gone"}]
         # Twice the cap: the first half of what the sandbox keeps is the output's head.
         argv, stdin = body.command()
-        result = await sandbox.exec(
-            argv,
-            timeout_s=timeout,
-            output_cap_bytes=2 * max_bytes + 2,
-            stdin=stdin,
-            cwd=body.cwd,
-            env=body.env,
-            user=body.user,
-        )
+        with manager.observer.sandbox_run():
+            result = await sandbox.exec(
+                argv,
+                timeout_s=timeout,
+                output_cap_bytes=2 * max_bytes + 2,
+                stdin=stdin,
+                cwd=body.cwd,
+                env=body.env,
+                user=body.user,
+            )
     except SandboxError as e:
         return [{"event": "error", "data": f"the command could not run: {e}"}]
     finally:

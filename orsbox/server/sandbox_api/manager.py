@@ -33,7 +33,9 @@ from orsbox.errors import (
     ServiceUnavailable,
 )
 from orsbox.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
+from orsbox.sandbox.image_map import ImageMap
 from orsbox.server.cells import check_owned, mint
+from orsbox.server.observer import Observer
 from orsbox.settings import Settings
 
 log = logging.getLogger("orsbox.sandbox_api")
@@ -66,9 +68,18 @@ class ApiSandbox:
 
 
 class SandboxManager:
-    def __init__(self, settings: Settings, backend: SandboxBackend) -> None:
+    """`backend` is the server's metered one (`create_app`), so these sandboxes' starts
+    are counted with the sessions'; `observer` counts their `/run` calls. `images` is the
+    sandbox API's one image map (`Settings.image_map`), read once: what a client asks
+    for is mapped by it once, and the mapped name is judged and started."""
+
+    def __init__(
+        self, settings: Settings, backend: SandboxBackend, observer: Observer | None = None
+    ) -> None:
         self.settings = settings
         self.backend = backend
+        self.observer = observer or Observer.unattached()
+        self.images = ImageMap.parse(settings.image_map)
         self._live: dict[str, ApiSandbox] = {}
         self._gone: OrderedDict[str, str] = OrderedDict()  # id -> why, for 410s
 

@@ -112,6 +112,12 @@ echo "the tests crashed: boom"
 exit 3
 """
 
+WORD_REWARD = """
+#!/bin/bash
+echo "the tests wrote a word"
+echo yes > /logs/verifier/reward.txt
+"""
+
 
 def harbor_dataset(root: Path) -> Path:
     """Five Harbor tasks, each passing with its solution and failing untouched."""
@@ -185,6 +191,7 @@ def episodes_dataset(root: Path) -> Path:
     """The five checked tasks plus the ones that misbehave on purpose."""
     harbor_dataset(root)
     harbor_task(root / "crash", CRASHES)
+    harbor_task(root / "word-reward", WORD_REWARD)
     harbor_task(root / "slow", CHECK_OUT, agent_timeout=4)
     # a published image named in task.toml (mapped), used as it is, storage_mb a bound
     harbor_task(root / "given", CHECK_OUT, extra='docker_image = "ubuntu:24.04"\nstorage_mb = 32\n')

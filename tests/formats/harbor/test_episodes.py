@@ -40,7 +40,9 @@ def play(
 def test_tasks_are_listed_by_name_with_the_standard_tools(client: ORS) -> None:
     env = client.environment("tb")
     names = [t.task_spec["name"] for t in env.list_tasks(split="test")]
-    assert names == ["crash", "given", "hello", "keys", "slow", "storage", "tb1-hello", "users"]
+    assert names == [
+        "crash", "given", "hello", "keys", "slow", "storage", "tb1-hello", "users", "word-reward"
+    ]  # fmt: skip
     tools = sorted(t.name for t in env.list_tools())
     assert tools == ["bash", "edit_file", "list_dir", "read_file", "submit", "write_file"]
 
@@ -99,6 +101,14 @@ def test_a_crashing_test_sh_is_a_grading_error_with_its_output(client: ORS) -> N
         play(client, "crash", [SOLVE])
     text = str(raised.value)  # Harbor: RewardFileNotFoundError, no reward
     assert "grading error [no-reward-file]" in text and "the tests crashed: boom" in text
+
+
+def test_a_reward_file_that_is_not_a_number_is_a_grading_error(client: ORS) -> None:
+    with pytest.raises(RuntimeError) as raised:
+        play(client, "word-reward", [SOLVE])
+    text = str(raised.value)  # Harbor: VerifierOutputParseError, no reward
+    assert "grading error [bad-reward-file]: reward.txt is not one number" in text
+    assert "the tests wrote a word" in text  # what test.sh said
 
 
 def test_a_reward_file_the_agent_wrote_is_not_counted(client: ORS) -> None:

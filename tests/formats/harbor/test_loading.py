@@ -13,12 +13,14 @@ from orsbox.formats import FormatOptions
 from orsbox.formats.harbor import is_harbor_path, load
 from orsbox.formats.harbor.environment import HarborEnvironment
 from orsbox.formats.harbor.phases import PhaseNetwork, unmet_by
-from orsbox.formats.harbor.task_config import TaskConfig, read_task_toml
-from orsbox.formats.harbor.verifier import (
-    parse_pytest_summary,
+from orsbox.formats.harbor.pytest_summary import PytestVerifier, parse_pytest_summary
+from orsbox.formats.harbor.reward_files import (
+    HarborVerifier,
+    RewardFileError,
     parse_reward_json,
     parse_reward_txt,
 )
+from orsbox.formats.harbor.task_config import TaskConfig, read_task_toml
 from orsbox.sandbox.backend_config import DefaultLimits
 from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE
 from orsbox.sandbox.fake import FAKE_CAPABILITIES
@@ -111,6 +113,7 @@ def test_every_field_is_read_and_honoured(tmp_path: Path) -> None:
         {"A": "1"},
         120.0,
     )
+    assert isinstance(task.verifier, HarborVerifier)  # chosen at load, for the format
     assert (task.verifier.user, task.verifier.timeout_s) == ("root", 30.0)
     assert task.verifier.env == {"MODE": "strict"}  # ${VAR:-default} from the host
     assert task.solution_env == {"B": "2"}
@@ -301,6 +304,7 @@ def test_terminal_bench_1_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         300,
         120,
     )
+    assert isinstance(task.verifier, PytestVerifier)  # chosen at load, for the format
     assert task.verifier.script == "/tests/run-tests.sh" and task.env == {"TEST_DIR": "/tests"}
     write(folder, {"task.yaml": "instruction: x\ndifficulty: easy\nparser: pytest\n"})
     with pytest.raises(ManifestError, match="parser: unknown field"):
@@ -321,15 +325,15 @@ def test_reward_json() -> None:
     assert parse_reward_json(b'{"a": 1, "b": 0}').reward == 0.5  # no reward key: the mean
     for bad, why in [(b"", "empty"), (b"{", "not valid JSON"), (b'{"a": "1"}', "not a number"),
                      (b'{"a": NaN}', "not finite"), (b"[1]", "not a JSON object")]:  # fmt: skip
-        grade = parse_reward_json(bad)
-        assert grade.reward == 0.0 and why in grade.text
+        with pytest.raises(RewardFileError, match=why):
+            parse_reward_json(bad)
 
 
 def test_reward_txt() -> None:
     assert parse_reward_txt(b" 0.5\n").reward == 0.5
     for bad, why in [(b"", "empty"), (b"yes", "not one number"), (b"inf", "not finite")]:
-        grade = parse_reward_txt(bad)
-        assert grade.reward == 0.0 and why in grade.text
+        with pytest.raises(RewardFileError, match=why):
+            parse_reward_txt(bad)
 
 
 def test_pytest_summary() -> None:
