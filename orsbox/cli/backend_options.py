@@ -56,7 +56,8 @@ def with_backend_options(command: F) -> F:
     hints = get_type_hints(command, include_extras=True)  # typer reads the wrapper's
     flags = flag_parameters(selected_backend())
     clash = {p.name for p in flags} & set(signature.parameters)
-    assert not clash, f"backend flags {clash} clash with {command.__name__}'s own options"
+    if clash:
+        raise TypeError(f"backend flags {clash} clash with {command.__name__}'s own options")
     parameters: list[inspect.Parameter] = []
     for p in signature.parameters.values():
         if p.name == PLACEHOLDER:
@@ -71,8 +72,9 @@ def with_backend_options(command: F) -> F:
 
     del wrapper.__wrapped__  # typer must read the signature below, not the original's
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    # typer reads a function's __signature__, which mypy does not know functions have
     wrapper.__signature__ = signature.replace(parameters=parameters, return_annotation=None)  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # F, with other flags: typer reads the signature
 
 
 def with_backend(settings: Settings, flags: BackendFlags | None) -> Settings:
