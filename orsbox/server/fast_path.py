@@ -27,7 +27,7 @@ from orsbox.protocol.types import ToolCall
 from orsbox.server.catalog import Catalog
 from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.middleware import header
-from orsbox.server.routes.calls import run_call
+from orsbox.server.routes.calls import renders_reason, run_call
 from orsbox.server.sessions import Session, SessionManager
 from orsbox.settings import Settings
 
@@ -72,7 +72,8 @@ class CallFastPath:
         session = self._ready_session(scope["path"][1 : -len(CALL_SUFFIX)], sid)
         if session is None:
             return None
-        return self.calls.start(sid, lambda: run_call(session, call))
+        own_labels = renders_reason(header(scope, b"user-agent"))
+        return self.calls.start(sid, lambda: run_call(session, call, labels_reasons=own_labels))
 
     def _ready_session(self, env_name: str, sid: str) -> Session | None:
         try:
