@@ -90,7 +90,7 @@ def _check_toolset(name: str, env_cls: type[Environment], toolset: str | None) -
 async def ping(request: Request, sid: SessionIdDep, sessions: SessionsDep) -> Any:
     if _is_api_sandbox(request, sid):
         return await sandboxes.ping_sandbox(request, sid)
-    sessions.check_not_failed(sessions.get(sid))
+    sessions.check_not_failed(sessions.get(sid, ping=True))  # renews its lease
     return Status(status="ok")
 
 
