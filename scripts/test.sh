@@ -6,7 +6,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs]'
+# TRL's ORS adapter test (tests/integrations/test_trl_adapter.py) needs torch: a CPU build
+# first (this machine's pip finds it on disk), or the extra would pull the CUDA one
+python3 -m pip install --quiet --disable-pip-version-check torch==2.13.0
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs,trl]'
+export ORSBOX_REQUIRE_TRL=1
 bash scripts/start-docker.sh
 # The status page test drives a real headless browser (tests/monitoring/test_status_page.py)
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
