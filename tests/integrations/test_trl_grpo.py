@@ -17,21 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.servers import LiveServer, start_server
 
-torch = pytest.importorskip("torch")
-trl = pytest.importorskip("trl")
-tokenizers = pytest.importorskip("tokenizers")
-
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
-from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
-from trl.chat_template_utils import qwen3_chat_template  # noqa: E402
-from trl.experimental.openreward import OpenRewardSpec  # noqa: E402
-
+# torch, transformers and TRL are imported inside the test: collecting this module (as
+# every run does, the test skipped unless `-m trl`) must not cost their import.
 pytestmark = pytest.mark.trl
 
 TOOL_CALL = '<tool_call>\n{"name": "submit", "arguments": {"answer": "7"}}\n</tool_call>'
@@ -46,8 +39,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
-def trained_tokenizer() -> PreTrainedTokenizerFast:
+def trained_tokenizer() -> Any:
     """Byte-level BPE whose merges make the tool call one token (the corpus repeats it)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    from trl.chat_template_utils import qwen3_chat_template
+
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     bpe.decoder = decoders.ByteLevel()
@@ -68,7 +65,10 @@ def trained_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def tool_calling_model(tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
+def tool_calling_model(tokenizer: Any) -> Any:
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
     vocab = len(tokenizer)
     assert vocab <= HIDDEN
     config = Qwen3Config(
@@ -105,6 +105,10 @@ def test_grpo_trains_two_steps_on_orsbox_rewards(
 ) -> None:
     monkeypatch.setenv("OPENREWARD_SESSION_URL", server.url)
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    pytest.importorskip("torch", reason="pip install torch==2.13.0, then -e '.[trl]'")
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.experimental.openreward import OpenRewardSpec
+
     tokenizer = trained_tokenizer()
     assert len(tokenizer.encode(TOOL_CALL, add_special_tokens=False)) == 1
     model = tool_calling_model(tokenizer)
