@@ -27,7 +27,7 @@ except ImportError as e:  # CI installs it (scripts/test.sh) and sets ORSBOX_REQ
     if os.environ.get("ORSBOX_REQUIRE_TRL") == "1":
         raise
     pytest.skip(
-        f"TRL is not installed ({e}): pip install torch==2.13.0, then -e '.[trl]'",
+        f"TRL is not installed ({e}): pip install --no-deps trl==1.16.0 (as scripts/test.sh)",
         allow_module_level=True,
     )
 pytestmark = pytest.mark.docker
