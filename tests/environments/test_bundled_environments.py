@@ -24,7 +24,7 @@ EPISODES = [
 
 def test_all_four_are_served(bundled_server: LiveServer) -> None:
     names = httpx.get(f"{bundled_server.url}/list_environments", timeout=10).json()
-    assert names == ["coding", "math", "swe", "terminal"]
+    assert names == ["math", "coding", "swe", "terminal"]  # math first: the default
 
 
 @pytest.mark.parametrize("env", ["math", "coding", "swe", "terminal"])
