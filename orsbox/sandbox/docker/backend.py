@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import io
 import logging
 import os
 import secrets
 import socket
+import tarfile
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -167,6 +169,7 @@ class DockerBackend(SandboxBackend):
             ) from None
         sandbox: DockerSandbox | None = None
         try:
+            await self._give_root_dockers_mode(container_id, options)
             if disk is not None:
                 disk = await self._disk.fill_large(disk, container_id)
             sandbox = await self._start_created(
@@ -277,6 +280,17 @@ class DockerBackend(SandboxBackend):
                 f"runtime {runtime}: the engine is {product}, whose Docker "
                 "API ignores the runtime a container asks for; use a Docker engine for it"
             )
+
+    async def _give_root_dockers_mode(self, container_id: str, options: dict[str, Any]) -> None:
+        """Podman's storage gives `/` mode 0555 when the image's layers leave it unsaid
+        (most do: `docker save` never writes it), where Docker gives 0755. With every
+        capability dropped, root then makes nothing in `/`: no grader's hidden folder
+        (`orsbox.authoring.grader`), no `mkdir /data` of a setup. So on Podman `/` gets
+        Docker's mode before the container starts: one copy into it. A read-only root
+        is left as it is (nothing is written there on any engine)."""
+        if options.get("read_only") or not (await self._product()).startswith("Podman"):
+            return
+        await self.engine.put_archive(container_id, "/", root_folder_archive())
 
     async def _product(self) -> str:
         """`Docker 28.2.2` or `Podman 4.3.1`, asked once."""
@@ -458,6 +472,17 @@ async def seed(sandbox: DockerSandbox, disk: DiskPlan) -> None:
     for folder in disk.folders:
         if folder.content is not None:
             await sandbox.unpack(folder.content, folder.path, user=disk.owner(folder))
+
+
+def root_folder_archive() -> bytes:
+    """A tar of one entry, `./`: a folder owned by root, mode 0755. Unpacked at `/`, it
+    sets the root folder's owner and mode and nothing else."""
+    entry = tarfile.TarInfo("./")
+    entry.type, entry.mode, entry.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.addfile(entry)
+    return buffer.getvalue()
 
 
 def to_info(container: dict[str, Any]) -> SandboxInfo:

@@ -195,6 +195,11 @@ class Engine:
 
         return await self.run(f"read {path} from container", read)
 
+    async def put_archive(self, container_id: str, path: str, archive: bytes) -> None:
+        """Unpack the tar `archive` at `path` in the container (started or not)."""
+        put = functools.partial(self.client.api.put_archive, container_id, path, archive)
+        await self.run(f"copy into {path} in container", put)
+
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
 
