@@ -47,8 +47,9 @@ FAKE_DIFFERENCES = {
     "recipe and its labels, and fail only for a missing parent image",
 }
 PODMAN_DIFFERENCES = {
-    "networked-sandboxes": "the private Podman service's tests start no sandbox with a "
-    "network: its bridge would add firewall rules to a host shared with other engines",
+    "guarded-network": "Podman's networks do not hold the egress guard (sandboxes on one network "
+    "reach each other; netavark's forwarding rules pass traffic before the guard's): a "
+    "sandbox gets no network but the host's, one asking for more is refused at start",
 }
 
 # What holds under runc but not under gVisor, by name (docs/gvisor.md says more).

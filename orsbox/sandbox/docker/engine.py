@@ -109,13 +109,26 @@ class Engine:
         self.last_answer = -float("inf")  # monotonic time of the last call that succeeded
         self._ping_since: float | None = None  # when the ping in flight started
         self._pids: dict[str, int] = {}  # container id -> its first process (for usage)
+        # What answers (`engine_product`): asked when the client connects, so it is
+        # known after the first call of any kind (a server's start-up sweep is one)
+        self.product: str | None = None
 
     @property
     def client(self) -> docker.DockerClient:
         with self._client_lock:
             if self._client is None:
-                self._client = connect(self.address)
+                client = connect(self.address)
+                with translated("ask the docker engine what it is"):
+                    self.product = engine_product(client.version())
+                self._client = client
             return self._client
+
+    async def product_name(self) -> str:
+        """`Docker 28.2.2` or `Podman 4.3.1`, asked once."""
+        if self.product is None:
+            version = await self.run("version", lambda: self.client.version())
+            self.product = engine_product(version)
+        return self.product
 
     async def run(
         self, what: str, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False
