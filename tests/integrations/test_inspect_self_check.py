@@ -4,8 +4,8 @@
 local providers; its module docstring asks a provider to import the checks and supply a
 `sandbox_env` fixture, marking what it cannot satisfy as xfails named in that fixture.
 Here every check runs twice: sandboxes started in-process on the local engine, and API
-sandboxes of a real orsbox server reached by URL and token. Its exec checks run again
-in-process under gVisor and on Podman (`test_exec_checks_on_each_private_engine`).
+sandboxes of a real orsbox server reached by URL and token. (Its exec checks under
+gVisor and on Podman: test_inspect_private_engines.py.)
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="pip install -e '.[inspect]'")
 
-from inspect_ai.util._sandbox import self_check
 from inspect_ai.util._sandbox.self_check import *  # noqa: F403
 
 from orsbox.integrations.inspect import OrsboxSandboxConfig
 from orsbox.integrations.inspect.provider import OrsboxSandboxEnvironment
-from tests.runtimes import ENGINES, runtime_available
 from tests.servers import start_server
 
 pytestmark = pytest.mark.anyio
@@ -92,29 +90,3 @@ async def sandbox_env(
     if reason:
         request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     yield environment
-
-
-EXEC_CHECKS = [
-    "test_exec_output", "test_exec_stderr", "test_exec_returncode", "test_exec_env_vars",
-    "test_exec_input_text", "test_exec_as_nonexistent_user", "test_cwd_relative",
-    "test_exec_timeout",
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("runtime", list(ENGINES))
-async def test_exec_checks_on_each_private_engine(base_image: str, runtime: str) -> None:
-    """`sandbox="orsbox"` with `engine=` (and `runtime="runsc"` on gVisor's): Inspect's
-    exec checks hold, and `exec(user="root")`, which its own check reaches only through
-    `adduser` (HARDENED_ROOT), runs as root and makes a folder in `/`, as on runc."""
-    runtime_available(runtime)
-    config = OrsboxSandboxConfig(
-        engine=ENGINES[runtime], runtime=runtime if runtime == "runsc" else None
-    )
-    async with provider(config) as environment:
-        for name in EXEC_CHECKS:
-            await getattr(self_check, name)(environment)
-        made = await environment.exec(
-            ["sh", "-c", "id -un; mkdir /made; stat -c %U /made"], user="root"
-        )
-        assert (made.returncode, made.stdout) == (0, "root\nroot\n"), made.stderr
-        assert (await environment.exec(["id", "-un"])).stdout == "orsbox\n"
