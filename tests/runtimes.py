@@ -161,25 +161,27 @@ def backend_setting(runtime: str) -> str:
     return json.dumps(config)
 
 
-def load_images(runtime: str, images: Sequence[str]) -> None:
-    """Copy `images` from the main engine into `runtime`'s private engine, and into the
-    other private engines that answer while at it (one `docker save`, loaded by each
-    at once: an 843 MB image costs each engine 20-50 s here), as the start scripts copy
-    orsbox/base; an engine that holds the same image already is skipped. The copies
-    stay, as the start scripts' do. A user there builds them with `orsbox build
-    --engine`; a copy is that build's result in a fraction of its time."""
-    if runtime not in ENGINES:
-        return
-    answering = [r for r in ENGINES if r == runtime or ENGINE_CHECKS[r][0]() is None]
+def load_images(images: Sequence[str]) -> None:
+    """Copy `images` from the main engine into every private engine that answers (one
+    `docker save`, loaded by each at once: an 843 MB image costs an engine 20-50 s
+    here), as the start scripts copy orsbox/base; an engine that holds the same image
+    already is skipped (one that does not answer: its tests skip or fail, naming it).
+    A user there builds them with `orsbox build --engine`; a copy is that build's
+    result in a fraction of its time."""
     for image in images:
         wanted = _image_id(None, image)
         missing = [
-            ENGINES[r]
-            for r in answering
-            if _image_id(ENGINES[r], image) not in (wanted, wanted.removeprefix("sha256:"))
+            address
+            for address in _answering()
+            if _image_id(address, image) not in (wanted, wanted.removeprefix("sha256:"))
         ]
         if missing:
             _copy(image, missing)
+
+
+def _answering() -> list[str]:
+    """The addresses of the private engines that answer."""
+    return [ENGINES[r] for r in ENGINES if ENGINE_CHECKS[r][0]() is None]
 
 
 def _copy(image: str, engines: Sequence[str]) -> None:
@@ -212,18 +214,17 @@ def _image_id(engine: str | None, image: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, env=env).stdout.strip()
 
 
-def remove_images(runtime: str, images: Sequence[str]) -> None:
-    """Remove `images` from `runtime`'s private engine (what `load_images` copied for
-    one test run); nothing on the main engine."""
-    if runtime not in ENGINES:
-        return
-    client = docker.DockerClient(base_url=ENGINES[runtime], timeout=120)
-    try:
-        for image in images:
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(image)
-    finally:
-        client.close()
+def remove_images(images: Sequence[str]) -> None:
+    """Remove `images` from every private engine that answers (what `load_images`
+    copied for one test run); nothing on the main engine."""
+    for address in _answering():
+        client = docker.DockerClient(base_url=address, timeout=120)
+        try:
+            for image in images:
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    client.images.remove(image)
+        finally:
+            client.close()
 
 
 def containers_of(runtime: str, server_id: str) -> list[str]:

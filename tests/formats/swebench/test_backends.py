@@ -19,13 +19,18 @@ from tests.runtimes import ENGINES, docker_backend, load_images, remove_images, 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 
+@pytest.fixture(scope="module")
+def copied(test_images: list[str]) -> Iterator[None]:
+    """The instance image in every private engine, for this module."""
+    load_images([images.OFFICIAL])
+    yield
+    remove_images([images.OFFICIAL])
+
+
 @pytest.fixture(scope="module", params=list(ENGINES))
-def engine(request: pytest.FixtureRequest, test_images: list[str]) -> Iterator[str]:
-    runtime = request.param
-    runtime_available(runtime)
-    load_images(runtime, [images.OFFICIAL])
-    yield runtime
-    remove_images(runtime, [images.OFFICIAL])
+def engine(request: pytest.FixtureRequest, copied: None) -> str:
+    runtime_available(request.param)
+    return str(request.param)
 
 
 @pytest.fixture
