@@ -41,6 +41,9 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBacken
     if name != "fake":
         request.getfixturevalue("base_image")
     backend = conformance_backend(name)
+    # As a server has it: its start-up sweep reached the engine, which says what it is
+    # (`capabilities` on Podman are exact from then on: orsbox/sandbox/docker/podman.py)
+    assert await backend.health() is None
     yield backend
     await backend.close()
 
