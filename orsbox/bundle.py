@@ -51,11 +51,20 @@ def images_dir() -> Path | None:
     return _shipped("images")
 
 
+# The order `orsbox serve` (no targets) serves them in; the first is the default for
+# requests that name no environment. math first: it needs no container, so a first
+# `curl /tools` or a client that names nothing gets the simplest one, and this is the
+# order `serve --help` and the startup log name them in.
+BUNDLED_ORDER = ("math", "coding", "swe", "terminal")
+
+
 def bundled_targets() -> list[str]:
     """One target per bundled environment: its folder when it has a manifest, else
-    its `environment.py`; sorted by name."""
+    its `environment.py`; in `BUNDLED_ORDER`, any others after them by name."""
     targets = []
-    for folder in sorted(p for p in environments_dir().iterdir() if p.is_dir()):
+    folders = [p for p in environments_dir().iterdir() if p.is_dir()]
+    rank = {name: i for i, name in enumerate(BUNDLED_ORDER)}
+    for folder in sorted(folders, key=lambda p: (rank.get(p.name, len(rank)), p.name)):
         if (folder / MANIFEST_NAME).is_file():
             targets.append(str(folder))
         elif (folder / "environment.py").is_file():

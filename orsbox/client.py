@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from orsbox.errors import GradingError, OrsboxError
+from orsbox.protocol.reasons import Reason, unlabelled
 
 SETUP_DEADLINE_S = 900.0
 CALL_TIMEOUT_S = 900.0
@@ -38,8 +39,13 @@ class ToolFailed(ClientError):
         self.event_text = event_text
 
     @property
+    def reason(self) -> Reason | None:
+        """Why, as the server labelled the event (`orsbox.protocol.reasons`)."""
+        return unlabelled(self.event_text)[0]
+
+    @property
     def grading_error(self) -> GradingError | None:
-        return GradingError.from_wire(self.event_text)
+        return GradingError.from_wire(unlabelled(self.event_text)[1])
 
 
 class Session:

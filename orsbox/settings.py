@@ -33,6 +33,13 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="address to bind")
     port: int = Field(default=8080, ge=0, le=65535)
     session_timeout_s: float = Field(default=900.0, gt=0, description="inactivity timeout")
+    session_lease_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="a session whose client has pinged is reaped this long after its last "
+        "ping (the reference clients ping every 10 s while they hold a session, so a "
+        "trainer that exited without deleting it stops); 0: off",
+    )
     reap_interval_s: float = Field(
         default=5.0, gt=0, description="how often to look for idle sessions"
     )

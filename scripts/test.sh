@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs]'
+# TRL's ORS adapter (tests/integrations/test_trl_adapter.py) imports neither torch nor
+# transformers, and what it does import (openreward, datasets) the test extra has: TRL
+# alone takes seconds where its dependencies (torch, transformers, accelerate) took
+# minutes. The GRPOTrainer smoke that needs them runs under `-m trl` (docs/train-with-trl.md).
+python3 -m pip install --quiet --disable-pip-version-check --no-deps trl==1.16.0
+export ORSBOX_REQUIRE_TRL=1
 bash scripts/start-docker.sh
 # The status page test drives a real headless browser (tests/monitoring/test_status_page.py)
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then

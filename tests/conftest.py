@@ -31,14 +31,17 @@ PROTOCOL_ENVS = [
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `full_matrix` (the rest of a slow matrix, or the longer run of a slow
-    test, whose CI-sized part always runs) are skipped unless asked for:
-    `pytest -m full_matrix`."""
-    if "full_matrix" in (config.getoption("markexpr") or ""):
-        return
-    skip = pytest.mark.skip(reason="the full matrix only: pytest -m full_matrix")
-    for item in items:
-        if "full_matrix" in item.keywords:
-            item.add_marker(skip)
+    test, whose CI-sized part always runs) or `trl` (a real GRPOTrainer run,
+    docs/train-with-trl.md) are skipped unless asked for: `pytest -m full_matrix`,
+    `pytest -m trl`."""
+    asked = config.getoption("markexpr") or ""
+    for marker in ("full_matrix", "trl"):
+        if marker in asked:
+            continue
+        skip = pytest.mark.skip(reason=f"only when asked for: pytest -m {marker}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="module")

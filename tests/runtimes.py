@@ -20,9 +20,12 @@ it as an operator does) is the backend's `Outside`. A new backend joins with one
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
-from collections.abc import Callable, Mapping
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,16 +36,19 @@ import pytest
 from orsbox.sandbox import Sandbox, SandboxBackend
 from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.config import DockerConfig, is_gvisor
 from orsbox.sandbox.docker.diagnosis import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox.docker.engine import engine_product
 from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
+from orsbox.sandbox.labels import label_value
 
 BACKENDS = ["fake", "runc", "runsc", "podman"]
 RUNSC_ENGINE = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
 REQUIRE_RUNSC = "ORSBOX_REQUIRE_RUNSC"  # scripts/test.sh (CI) sets it to 1
 PODMAN_ENGINE = "unix://" + os.environ.get("ORSBOX_PODMAN_SOCKET", "/var/run/orsbox-podman.sock")
 REQUIRE_PODMAN = "ORSBOX_REQUIRE_PODMAN"  # scripts/test.sh (CI) sets it to 1
+LOAD_TIMEOUT_S = 600  # an 843 MB image (orsbox/env-swe) takes ~20 s, far more under load
 
 FAKE_DIFFERENCES = {
     "timeout-keeps-state": "a timeout restarts the fake's shell: its state is lost",
@@ -59,8 +65,9 @@ FAKE_DIFFERENCES = {
     "recipe and its labels, and fail only for a missing parent image",
 }
 PODMAN_DIFFERENCES = {
-    "networked-sandboxes": "the private Podman service's tests start no sandbox with a "
-    "network: its bridge would add firewall rules to a host shared with other engines",
+    "guarded-network": "Podman's networks do not hold the egress guard (sandboxes on one network "
+    "reach each other; netavark's forwarding rules pass traffic before the guard's): a "
+    "sandbox gets no network but the host's, one asking for more is refused at start",
 }
 
 # What holds under runc but not under gVisor, by name (docs/gvisor.md says more).
@@ -161,6 +168,98 @@ def docker_backend(runtime: str, **options: object) -> DockerBackend:
     if runtime == "podman":
         return DockerBackend(config=DockerConfig(engine=PODMAN_ENGINE), **options)  # type: ignore[arg-type]
     return DockerBackend(**options)  # type: ignore[arg-type]
+
+
+ENGINES = {"runsc": RUNSC_ENGINE, "podman": PODMAN_ENGINE}  # the private engines' addresses
+
+
+def backend_setting(runtime: str) -> str:
+    """`ORSBOX_BACKEND` for a server whose sandboxes run as `docker_backend(runtime)`'s."""
+    config: dict[str, str] = {"type": "docker"}
+    if runtime in ENGINES:
+        config["engine"] = ENGINES[runtime]
+    if is_gvisor(runtime):
+        config["runtime"] = runtime
+    return json.dumps(config)
+
+
+def load_images(images: Sequence[str]) -> None:
+    """Copy `images` from the main engine into every private engine that answers (one
+    `docker save`, loaded by each at once: an 843 MB image costs an engine 20-50 s
+    here), as the start scripts copy orsbox/base; an engine that holds the same image
+    already is skipped (one that does not answer: its tests skip or fail, naming it).
+    A user there builds them with `orsbox build --engine`; a copy is that build's
+    result in a fraction of its time."""
+    for image in images:
+        wanted = _image_id(None, image)
+        missing = [
+            address
+            for address in _answering()
+            if _image_id(address, image) not in (wanted, wanted.removeprefix("sha256:"))
+        ]
+        if missing:
+            _copy(image, missing)
+
+
+def _answering() -> list[str]:
+    """The addresses of the private engines that answer."""
+    return [ENGINES[r] for r in ENGINES if ENGINE_CHECKS[r][0]() is None]
+
+
+def _copy(image: str, engines: Sequence[str]) -> None:
+    """`docker save IMAGE`, its stream fed to a `docker load` on each of `engines`."""
+    loads = [_loader(engine) for engine in engines]
+    with subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE) as save:
+        assert save.stdout is not None
+        while chunk := save.stdout.read(1 << 20):
+            for load in loads:
+                with contextlib.suppress(BrokenPipeError):  # it failed: said below
+                    load.stdin.write(chunk)  # type: ignore[union-attr]
+    for load in loads:
+        with contextlib.suppress(BrokenPipeError):
+            load.stdin.close()  # type: ignore[union-attr]
+        errors = load.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
+        assert load.wait(timeout=LOAD_TIMEOUT_S) == 0, f"{image}: {errors}"
+    assert save.returncode == 0, f"docker save {image} failed"
+
+
+def _loader(engine: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DOCKER_HOST": engine}
+    argv = ["docker", "load", "-q"]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+    return subprocess.Popen(argv, env=env, **pipes)  # type: ignore[call-overload]
+
+
+def _image_id(engine: str | None, image: str) -> str:
+    env = {**os.environ, "DOCKER_HOST": engine} if engine else None
+    argv = ["docker", "image", "inspect", "--format", "{{.Id}}", image]
+    return subprocess.run(argv, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def remove_images(images: Sequence[str]) -> None:
+    """Remove `images` from every private engine that answers (what `load_images`
+    copied for one test run); nothing on the main engine."""
+    for address in _answering():
+        client = docker.DockerClient(base_url=address, timeout=120)
+        try:
+            for image in images:
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    client.images.remove(image)
+        finally:
+            client.close()
+
+
+def containers_of(runtime: str, server_id: str) -> list[str]:
+    """The containers server `server_id` left on `runtime`'s engine (the no-leftover
+    check of tests/conftest.py watches the main engine only)."""
+    address = ENGINES.get(runtime)
+    client = docker.DockerClient(base_url=address, timeout=60) if address else docker.from_env()
+    try:
+        mine = f"{L.SERVER}={label_value(server_id)}"
+        found = client.api.containers(all=True, filters={"label": mine})
+    finally:
+        client.close()
+    return [c["Id"] for c in found]
 
 
 class Outside(Protocol):

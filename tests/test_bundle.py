@@ -65,11 +65,11 @@ def test_images_folder_recipes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_no_targets_means_every_bundled_environment() -> None:
     assert [Path(t).name for t in bundled_targets()] == [
-        "coding",
         "environment.py",
+        "coding",
         "swe",
         "terminal",
     ]
     names = [e.name().lower() for e in resolve_targets([])]
-    assert names == ["coding", "math", "swe", "terminal"]
+    assert names == ["math", "coding", "swe", "terminal"]  # as `serve --help` lists them
     assert [e.name().lower() for e in resolve_targets(["swe"])] == ["swe"]

@@ -119,7 +119,9 @@ def test_a_grading_error_is_the_submit_calls_error_counted_and_recorded(
 ) -> None:
     server, db = graded_server
     stream, sid = submitted(server, 1)
-    assert stream.events[1:] == [("error", f"grading error [runner-missing]: {MISSING}")]
+    assert stream.events[1:] == [
+        ("error", f"grading_error: grading error [runner-missing]: {MISSING}")
+    ]
     row = wait_for_episode(db, sid)
     assert (row["state"], row["grading_cause"], row["final_reward"]) == (
         "grading_error",
@@ -171,7 +173,9 @@ def test_an_exception_in_a_python_grader_is_already_an_error(
 ) -> None:
     server, db = graded_server
     stream, sid = submitted(server, 2)
-    assert stream.events[1:] == [("error", "tool 'submit' failed: ValueError: the grader crashed")]
+    assert stream.events[1:] == [
+        ("error", "tool_failed: tool 'submit' failed: ValueError: the grader crashed")
+    ]
     row = wait_for_episode(db, sid)
     assert (row["state"], row["grading_cause"], row["final_reward"]) == ("ended", None, None)
 

@@ -343,17 +343,19 @@ def test_tool_errors(protocol_server: LiveServer) -> None:
     unknown = call(protocol_server, sid, "nope").result()
     assert (
         unknown["ok"] is False
-        and "unknown tool 'nope'" in unknown["error"]
+        and unknown["error"].startswith("not_found: unknown tool 'nope'")
         and "submit" in unknown["error"]
+        and unknown["reason"] == "not_found"
     )
     invalid = call(protocol_server, sid, "sleep", {"seconds": "soon"}).result()
     assert invalid == {
         "ok": False,
-        "error": "invalid input for tool 'sleep': seconds: Input should be a valid number, unable to parse string as a number",
+        "error": "input_validation: invalid input for tool 'sleep': seconds: Input should be a valid number, unable to parse string as a number",
+        "reason": "input_validation",
     }
     raised = call(protocol_server, sid, "explode")
     assert raised.names() == ["task_id", "error"]
-    assert raised.events[1][1].startswith("tool 'explode' failed: ValueError: kaboom")
+    assert raised.events[1][1].startswith("tool_failed: tool 'explode' failed: ValueError: kaboom")
     assert (
         call(protocol_server, sid, "echo", {"text": "alive"}).result()["output"]["blocks"][0][
             "text"

@@ -61,7 +61,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         ),
         "orsbox.serving": ("server", "settings", "authoring"),
         ROOT: ("serving", "authoring", "protocol", "errors"),  # errors: GradingError
-        "orsbox.client": ("errors",),
+        "orsbox.client": ("errors", "protocol"),  # protocol: the reasons it reads back
         "orsbox.evaluation": ("client", "errors"),
         "orsbox.cluster": ("bundle", "sandbox", "errors", ROOT),
         # harnesses driving orsbox: Inspect's sandbox provider, Harbor's environment

@@ -1,7 +1,8 @@
 """The openreward client, unmodified, pointed at orsbox with OPENREWARD_SESSION_URL.
 
 Without a variant it calls bare paths (`/tools`, `/call`, ...) that must reach the
-default environment; with one it prefixes the environment name. It also relies on
+environment its `X-Deployment` header names; with one it prefixes the environment name
+(tests/test_deployment_routing.py has the routing rules). It also relies on
 `env_name` in task answers and on `/task`."""
 
 from __future__ import annotations
@@ -45,7 +46,15 @@ def test_bare_path_episode(client: OpenReward) -> None:
 
 
 def test_variant_episode_by_split_and_index(client: OpenReward) -> None:
-    env = client.environments.get("protocol", variant="second_env")
+    """A variant names the environment in the path; the header then carries the
+    deployment's name, which must not name another environment served here."""
+    env = client.environments.get("owner/protocol-server", variant="second_env")
     with env.session(split="validation", index=0) as session:
         assert session.get_prompt()[0].text == "second"
         assert session.call_tool("ping_tool", {}).blocks[0].text == "pong"
+    contradictory = client.environments.get("protocol", variant="second_env")
+    with (
+        pytest.raises(Exception, match="X-Deployment 'protocol' names environment 'protocol'"),
+        contradictory.session(split="validation", index=0),
+    ):
+        pass

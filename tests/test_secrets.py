@@ -62,7 +62,10 @@ def test_secrets_reach_the_environment_and_never_come_back(server: LiveServer, w
     leaked = post_sse(url, {"name": "leak", "input": {}}, sid)
     assert secret not in leaked.raw and "token=[redacted]" in leaked.raw
     raised = post_sse(url, {"name": "explode", "input": {}}, sid)
-    assert raised.events[-1] == ("error", "tool 'explode' failed: ValueError: kaboom [redacted]")
+    assert raised.events[-1] == (
+        "error",
+        "tool_failed: tool 'explode' failed: ValueError: kaboom [redacted]",
+    )
 
     failing = create(server, where, fail_setup=True)
     r = httpx.get(f"{server.url}/protocol/prompt", headers={"X-Session-ID": failing})

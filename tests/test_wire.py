@@ -27,7 +27,10 @@ def test_tool_output_always_carries_every_field() -> None:
         '{"ok":true,"output":{"blocks":[{"text":"Correct!","detail":null,"type":"text"}],'
         '"metadata":null,"reward":1.0,"finished":true}}'
     )
-    assert RunToolError(error="x").model_dump_json() == '{"ok":false,"error":"x"}'
+    assert (
+        RunToolError(error="x", reason="not_found").model_dump_json()
+        == '{"ok":false,"error":"x","reason":"not_found"}'
+    )
 
 
 def test_blocks_and_specs() -> None:

@@ -40,6 +40,7 @@ from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS, folder_finger
 from orsbox.authoring.tools import ToolRaised
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, ImageNotFound, SandboxError, SandboxGone
+from orsbox.protocol.reasons import Reason
 from orsbox.protocol.types import ToolOutput
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
@@ -279,7 +280,8 @@ class ContainerEnvironment(Environment):
         the call with an error (and so every later one); override it to grade."""
         raise ToolRaised(
             f"the episode's time limit of {self.episode_timeout_s:g}s has passed; "
-            f"{name!r} was not run"
+            f"{name!r} was not run",
+            Reason.TIMEOUT,
         )
 
     def call_timeout(self, requested: float | None) -> float:

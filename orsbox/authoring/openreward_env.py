@@ -25,6 +25,7 @@ from pydantic import TypeAdapter
 
 from orsbox.authoring.environment import Environment
 from orsbox.authoring.user_code import call_user
+from orsbox.protocol.reasons import openreward_reason
 from orsbox.protocol.types import (
     Block,
     GroupCandidate,
@@ -151,8 +152,10 @@ class OpenRewardEnvironment(Environment):
         from openreward.environments.session import call_session_tool
 
         result = (await call_session_tool(self.inner, self.toolset, name, tool_input)).root
-        if not result.ok:
-            return RunToolError(error=result.error)
+        if not result.ok:  # its reason as it is (episode_finished included)
+            return RunToolError(
+                error=result.error, reason=openreward_reason(getattr(result, "reason", None))
+            )
         return RunToolSuccess(output=ToolOutput.model_validate(_dump(result.output)))
 
     # -- toolsets ----------------------------------------------------------------------

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ValidationError
 
 from orsbox.authoring.user_code import call_user
-from orsbox.errors import GradingError
+from orsbox.errors import Forbidden, GradingError, PolicyViolation, SandboxGone
+from orsbox.protocol.reasons import Reason
 from orsbox.protocol.types import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 
 if TYPE_CHECKING:
@@ -49,7 +50,27 @@ class ToolError(Exception):
 
 
 class ToolRaised(Exception):
-    """A tool raised: the call ends with an SSE `error` event carrying this message."""
+    """A tool raised: the call ends with an SSE `error` event carrying this message,
+    labelled with `reason` (`orsbox.protocol.reasons`)."""
+
+    def __init__(self, message: str, reason: Reason = Reason.TOOL_FAILED) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def reason_of(error: BaseException) -> Reason:
+    """The reason a tool's exception ends its call with, by the exception's type."""
+    if isinstance(error, SandboxGone):
+        return Reason.SANDBOX_GONE
+    if isinstance(error, TimeoutError):
+        return Reason.TIMEOUT
+    if isinstance(error, Forbidden | PolicyViolation):
+        return Reason.REFUSED_BY_POLICY
+    return Reason.TOOL_FAILED
+
+
+def _failed(name: str, error: Exception) -> ToolRaised:
+    return ToolRaised(f"tool {name!r} failed: {type(error).__name__}: {error}", reason_of(error))
 
 
 def as_zero_reward(error: GradingError) -> ToolOutput:
@@ -146,25 +167,27 @@ async def call_tool(
     except (ToolRaised, GradingError):
         raise
     except Exception as e:
-        raise ToolRaised(f"tool {name!r} failed: {type(e).__name__}: {e}") from e
+        raise _failed(name, e) from e
     if dispatched is not None:
         return dispatched
     tools = env.callable_tools()
     found = tools.get(name)
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
-        return RunToolError(error=f"unknown tool {name!r}; available tools: {available}")
+        return RunToolError(
+            error=f"unknown tool {name!r}; available tools: {available}", reason=Reason.NOT_FOUND
+        )
     method = getattr(env, name)
     try:
         args = () if found.params is None else (found.params.model_validate(tool_input),)
     except ValidationError as e:
-        return RunToolError(error=_validation_message(name, e))
+        return RunToolError(error=_validation_message(name, e), reason=Reason.INPUT_VALIDATION)
     try:
         result = await call_user(method, *args)
-    except ToolError as e:
-        return RunToolError(error=str(e))
+    except ToolError as e:  # the tool refused this input (no such file, an ambiguous edit)
+        return RunToolError(error=str(e), reason=Reason.INPUT_VALIDATION)
     except GradingError:
         raise
     except Exception as e:
-        raise ToolRaised(f"tool {name!r} failed: {type(e).__name__}: {e}") from e
+        raise _failed(name, e) from e
     return RunToolSuccess(output=_as_output(name, result))

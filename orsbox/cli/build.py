@@ -27,7 +27,7 @@ from orsbox.bundle import (
     needed_images,
 )
 from orsbox.cli.dataset_options import with_dataset_options
-from orsbox.errors import OrsboxError, SandboxError
+from orsbox.errors import ManifestError, OrsboxError, SandboxError
 from orsbox.formats import FormatOptions
 from orsbox.sandbox.backend_config import BackendConfig
 from orsbox.sandbox.config import with_backend
@@ -221,14 +221,18 @@ def build(
         engine_answers()
         on_images(build_server_image)
         return
-    if paths:
-        tags, recipes = _requested(paths, dataset or FormatOptions())
-    else:
-        from orsbox.targets import resolve_targets
+    try:  # a task or manifest orsbox refuses (one wanting the network, say): one line
+        if paths:
+            tags, recipes = _requested(paths, dataset or FormatOptions())
+        else:
+            from orsbox.targets import resolve_targets
 
-        envs = resolve_targets(bundled_targets())
-        recipes = all_recipes(envs)
-        tags = [r.tag for r in recipes]
+            envs = resolve_targets(bundled_targets())
+            recipes = all_recipes(envs)
+            tags = [r.tag for r in recipes]
+    except ManifestError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
     engine_answers()
     on_images(lambda images: _build(images, tags, recipes, rebuild=not missing_only))
 

@@ -39,7 +39,9 @@ def check(
     ] = 2,
     verbose: Annotated[
         bool,
-        typer.Option("--verbose", "-v", help="print the whole test output of a failed solution"),
+        typer.Option(
+            "--verbose", "-v", help="print the whole test output of each task's solution run"
+        ),
     ] = False,
     dataset: FormatOptions | None = None,
 ) -> None:
@@ -129,11 +131,9 @@ def _why(check: TaskCheck) -> str:
 
 
 def _print_outputs(checks: Sequence[TaskCheck]) -> None:
-    """The whole test output of each solution that did not score 1.0, or could not be
-    graded (`--verbose`)."""
+    """The whole test output of each task's solution run, passed or not (`--verbose`:
+    an author asking about a task wants to see what its verifier said either way)."""
     for c in checks:
-        if c.solution is not None and (
-            isinstance(c.solution, GradingError) or c.solution.reward != 1.0
-        ):
+        if c.solution is not None:
             out.rule(f"{c.task}: the solution's test output")
             out.print(escape(c.solution_output.rstrip() or "(no output)"))

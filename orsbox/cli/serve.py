@@ -55,7 +55,10 @@ def serve(
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
     Without arguments, serves every bundled environment (math, coding, swe, terminal),
-    building the sandbox images they need first."""
+    building the sandbox images they need first. The first environment served (math,
+    without arguments) is the default for requests that name none: by path
+    (/coding/tools), `env_name` in /create, or the X-Deployment header (the openreward
+    client's and TRL's way)."""
     from orsbox.cli.build import ensure_images
     from orsbox.serving import serve as run_server
     from orsbox.targets import resolve_targets

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
@@ -39,6 +39,8 @@ class State:
     warm_misses: int
     engine_up: bool | None  # None: no sandbox backend
     records_dropped: int
+    # environment -> idle seconds of each ready session with no call in flight
+    idle: dict[str, list[float]] = field(default_factory=dict)
 
 
 class StateCollector(Collector):
@@ -55,6 +57,7 @@ class StateCollector(Collector):
         for (env, st), n in sorted(state.sessions.items()):
             live.add_metric([env, st], n)
         yield live
+        yield from _idle_metrics(state.idle)
         if state.warm_idle is not None:
             yield GaugeMetricFamily(
                 "orsbox_warm_pool_idle", "Idle sandboxes in the warm pool", value=state.warm_idle
@@ -80,6 +83,28 @@ class StateCollector(Collector):
         )
 
 
+def _idle_metrics(idle: dict[str, list[float]]) -> Iterable[Metric]:
+    """How many sessions wait for their client, and the longest wait: a trainer's
+    sessions wait while its model thinks, an abandoned one's wait grows until the
+    lease or the inactivity timeout ends it."""
+    count = GaugeMetricFamily(
+        "orsbox_sessions_idle",
+        "Ready sessions with no call in flight, by environment",
+        labels=["environment"],
+    )
+    oldest = GaugeMetricFamily(
+        "orsbox_sessions_idle_oldest_seconds",
+        "The longest time a ready session has gone without a call or request (pings "
+        "aside), by environment",
+        labels=["environment"],
+    )
+    for env, ages in sorted(idle.items()):
+        count.add_metric([env], len(ages))
+        oldest.add_metric([env], max(ages, default=0.0))
+    yield count
+    yield oldest
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -95,8 +120,9 @@ class Metrics:
         )
         self.sessions_reaped = PromCounter(
             "orsbox_sessions_reaped",
-            "Sessions ended by the inactivity timeout",
-            ["environment"],
+            "Sessions the server ended: its client stopped pinging (lease) or no request "
+            "came (inactivity)",
+            ["environment", "reason"],
             registry=r,
         )
         self.tool_calls = PromCounter(

@@ -157,6 +157,9 @@ class RunToolSuccess(_Wire):
 class RunToolError(_Wire):
     ok: Literal[False] = False
     error: str
+    # Why, as openreward's client reads it (orsbox.protocol.reasons); None from servers
+    # that predate the field.
+    reason: str | None = None
 
 
 class RunToolOutput(RootModel[RunToolSuccess | RunToolError]):

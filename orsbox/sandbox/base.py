@@ -332,7 +332,9 @@ class SandboxBackend(abc.ABC):
     from (`images`)."""
 
     snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox
-    capabilities: BackendCapabilities  # what it can do, as configured (`capabilities.py`)
+    # What it can do (`capabilities.py`): as configured, and as its engine is once the
+    # backend has reached it (Podman's limits: any engine call, `describe()` included)
+    capabilities: BackendCapabilities
 
     @abc.abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:

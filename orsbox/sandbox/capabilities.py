@@ -29,6 +29,8 @@ class BackendCapabilities:
     `runtime` is the configured one (None: the engine's default) and `allowed_runtimes`
     those an environment may ask for besides (the operator's allow-list).
     `snapshots`: a running sandbox can be saved and started again (`backend.snapshots`).
+    `engine`: what serves the sandboxes, where that limits them (`Podman 4.3.1`: no
+    guarded network, docs/backends.md), for messages; None otherwise.
     """
 
     isolated: bool
@@ -38,6 +40,7 @@ class BackendCapabilities:
     snapshots: bool
     runtime: str | None = None
     allowed_runtimes: tuple[str, ...] = ()
+    engine: str | None = None
 
     def offers_runtime(self, runtime: str) -> bool:
         """An environment may ask for `runtime`: the configured one or an allowed one."""
@@ -52,7 +55,8 @@ class BackendCapabilities:
         """The network modes offered, for an error: e.g. `offered: none (gVisor: docs/gvisor.md)`."""
         names = {False: "none", True: "guarded", "host": "host", "allowlist": "allow-list"}
         offered = ", ".join(sorted(names[m] for m in self.network_modes)) or "none"
-        gvisor = (
-            " (gVisor: docs/gvisor.md)" if self.runtime and self.runtime.startswith("runsc") else ""
-        )
-        return f"network modes offered: {offered}{gvisor}"
+        if self.runtime and self.runtime.startswith("runsc"):
+            return f"network modes offered: {offered} (gVisor: docs/gvisor.md)"
+        if self.engine:
+            return f"network modes offered: {offered} ({self.engine}: docs/backends.md)"
+        return f"network modes offered: {offered}"

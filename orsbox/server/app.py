@@ -53,7 +53,7 @@ from orsbox.server.routes import (
     status,
 )
 from orsbox.server.sandbox_api import SandboxManager
-from orsbox.server.sandbox_api.session_url import log_session_url
+from orsbox.server.sandbox_api.session_url import log_client_url, log_session_url
 from orsbox.server.secrets import LIVE_SECRETS, install_log_redaction
 from orsbox.server.sessions import SessionManager
 from orsbox.settings import Settings
@@ -103,7 +103,13 @@ def create_app(
         ]
         if sandbox_api is not None:
             background.append(asyncio.create_task(sandbox_api.reap_forever()))
-        log.info("serving %s", ", ".join(cat.names))
+        log.info(
+            "serving %s (default: %s, for requests naming no environment by path, "
+            "env_name or X-Deployment)",
+            ", ".join(cat.names),
+            cat.default,
+        )
+        log_client_url(settings)
         log_session_url(settings)
         try:
             yield
@@ -138,7 +144,7 @@ def create_app(
     app.add_middleware(
         CallFastPath, catalog=cat, sessions=manager, calls=registry, settings=settings
     )  # innermost: every other middleware runs first
-    app.add_middleware(ClientCompatMiddleware, default_env=lambda: cat.default)
+    app.add_middleware(ClientCompatMiddleware, catalog=cat)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if tokens:  # outermost: nothing runs for a request without one
         LIVE_SECRETS.add({f"token{i}": SecretStr(t) for i, t in enumerate(tokens)})  # ?token=

@@ -1,8 +1,11 @@
 """The environments a server hosts, and the task questions asked of them.
 
-Names are matched case-insensitively; the first environment is the default that bare
-paths (`/tools`, `/call`, ...) and a `/create` without `env_name` reach. Splits and
-indices are checked here so every endpoint answers a bad one the same way.
+Names are matched case-insensitively. Which environment a request means (`resolve`):
+the one its path (or `/create`'s `env_name`) names; else the one its `X-Deployment`
+header names (the `openreward` client, and so TRL's adapter, calls bare paths such as
+`/tools` and `/call` and names the environment only there, as `NAME` or `owner/NAME`);
+else the default, the first served. Splits and indices are checked here so every
+endpoint answers a bad one the same way.
 """
 
 from __future__ import annotations
@@ -41,6 +44,35 @@ class Catalog:
     @property
     def default(self) -> str:
         return self.names[0]
+
+    def resolve(self, named: str | None, deployment: str | None) -> str:
+        """The served environment a request means: `named` by its path or body, else
+        the one its `X-Deployment` header names, else the default.
+
+        A header naming no served environment is a 404 for a request that names none
+        (never the default: a trainer would train on the wrong task with no error). A
+        header naming one served environment while the path names another is a 400.
+        A header naming nothing served beside a path that names an environment is
+        left alone: the openreward client sends its deployment's name there, with the
+        environment as a variant in the path."""
+        wanted = deployment_environment(deployment)
+        if named is not None:
+            key, _ = self.get(named)
+            if wanted and wanted in self._envs and wanted != key:
+                raise BadRequest(
+                    f"X-Deployment {deployment!r} names environment {wanted!r} but the "
+                    f"request names {key!r}; name one environment (served: "
+                    f"{', '.join(self.names)})"
+                )
+            return key
+        if not wanted:
+            return self.default
+        if wanted not in self._envs:
+            raise NotFound(
+                f"X-Deployment {deployment!r} names no environment served here; "
+                f"environments: {', '.join(self.names)}"
+            )
+        return wanted
 
     def get(self, name: str | None) -> tuple[str, type[Environment]]:
         key = (name or self.default).lower()
@@ -87,3 +119,9 @@ class Catalog:
             return list(await call_user(env_cls.get_task_range, split, start, stop))
         except IndexError as e:
             raise BadRequest(f"invalid range {start}:{stop} for split {split!r}") from e
+
+
+def deployment_environment(header: str | None) -> str:
+    """The environment name an `X-Deployment` header gives, lower-cased: the header
+    itself, or the last part of `owner/NAME` (the hosted platform's form); "" for none."""
+    return (header or "").strip().rsplit("/", 1)[-1].strip().lower()

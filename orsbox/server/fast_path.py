@@ -26,7 +26,8 @@ from orsbox.protocol.calls import CallRecord, CallRegistry
 from orsbox.protocol.types import ToolCall
 from orsbox.server.catalog import Catalog
 from orsbox.server.event_stream import EventStreamResponse
-from orsbox.server.routes.calls import run_call
+from orsbox.server.middleware import header
+from orsbox.server.routes.calls import renders_reason, run_call
 from orsbox.server.sessions import Session, SessionManager
 from orsbox.settings import Settings
 
@@ -64,14 +65,15 @@ class CallFastPath:
 
     def _start(self, scope: Scope, messages: list[Message]) -> CallRecord | None:
         """Start the call if it needs no error answer; None to leave it to the route."""
-        sid = _header(scope, b"x-session-id").strip()
-        call = _tool_call(messages, _header(scope, b"content-type"))
+        sid = header(scope, b"x-session-id").strip()
+        call = _tool_call(messages, header(scope, b"content-type"))
         if not sid or call is None or call.task_id is not None:
             return None
         session = self._ready_session(scope["path"][1 : -len(CALL_SUFFIX)], sid)
         if session is None:
             return None
-        return self.calls.start(sid, lambda: run_call(session, call))
+        own_labels = renders_reason(header(scope, b"user-agent"))
+        return self.calls.start(sid, lambda: run_call(session, call, labels_reasons=own_labels))
 
     def _ready_session(self, env_name: str, sid: str) -> Session | None:
         try:
@@ -94,14 +96,6 @@ def _is_call(scope: Scope) -> bool:
         and len(path) > len(CALL_SUFFIX) + 1
         and not scope.get("root_path")
     )
-
-
-def _header(scope: Scope, name: bytes) -> str:
-    """The first value of a header, as Starlette's `Headers.get` reads it."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return value.decode("latin-1")
-    return ""
 
 
 def _tool_call(messages: list[Message], content_type: str) -> ToolCall | None:

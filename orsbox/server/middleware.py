@@ -1,4 +1,4 @@
-"""Plain ASGI middleware: request body limit and bare-path routing.
+"""Plain ASGI middleware: request body limit and environment routing.
 
 Both work on the raw ASGI scope so they cost nothing on the hot path beyond a dict
 lookup, and neither buffers a body that fits the limit.
@@ -7,9 +7,12 @@ lookup, and neither buffers a body that fits the limit.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from orsbox.errors import OrsboxError
+from orsbox.server.catalog import Catalog
+from orsbox.server.errors import status_of
 
 # Endpoints that live under /{env_name}/ and that clients also call bare.
 ENV_SCOPED = frozenset(
@@ -23,26 +26,55 @@ ENV_SCOPED = frozenset(
 class ClientCompatMiddleware:
     """Accept requests the way ORS clients and curl users send them.
 
-    * `/tools`, `/call`, ... reach the default environment (the openreward client calls
-      bare paths). The path is rewritten in place instead of redirected: no extra round
-      trip, and clients that do not follow redirects work too.
+    * `/tools`, `/call`, ... reach the environment that `X-Deployment` names, or the
+      default one without the header (the openreward client calls bare paths and names
+      the environment only in that header; `Catalog.resolve` has the rules). The path
+      is rewritten in place instead of redirected: no extra round trip, and clients
+      that do not follow redirects work too. `/{env}/...` with a header naming another
+      served environment is a 400, one naming none a 404 for a bare path.
     * Every body is JSON: one sent without a content type, or as curl's default
       form type, is read as JSON instead of failing with a confusing schema error.
     """
 
-    def __init__(self, app: ASGIApp, default_env: Callable[[], str]) -> None:
+    def __init__(self, app: ASGIApp, catalog: Catalog) -> None:
         self.app = app
-        self.default_env = default_env
+        self.catalog = catalog
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            path: str = scope["path"]
-            if path.strip("/") in ENV_SCOPED:
-                scope = dict(scope, path=f"/{self.default_env()}/{path.strip('/')}")
-                scope["raw_path"] = scope["path"].encode()
+            try:
+                scope = self._route(scope)
+            except OrsboxError as e:
+                await send_json(send, status_of(e), e.message)
+                return
             if scope["method"] == "POST":
                 scope = _as_json_body(scope)
         await self.app(scope, receive, send)
+
+    def _route(self, scope: Scope) -> Scope:
+        """The scope with a bare path pointed at its environment; raises for a header
+        that contradicts the path or names nothing served."""
+        parts = scope["path"].strip("/").split("/")
+        deployment = header(scope, b"x-deployment")
+        if len(parts) == 1 and parts[0] in ENV_SCOPED:
+            env = self.catalog.resolve(None, deployment)
+            scope = dict(scope, path=f"/{env}/{parts[0]}")
+            scope["raw_path"] = scope["path"].encode()
+        elif deployment and self._names_served(parts):  # an unknown one: the route's 404
+            self.catalog.resolve(parts[0], deployment)  # 400 if the header names another
+        return scope
+
+    def _names_served(self, parts: list[str]) -> bool:
+        """Whether the path is `/{env}/{endpoint}` for a served environment."""
+        return len(parts) == 2 and parts[1] in ENV_SCOPED and parts[0].lower() in self.catalog.names
+
+
+def header(scope: Scope, name: bytes) -> str:
+    """The first value of a header, as Starlette's `Headers.get` reads it; "" for none."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return ""
 
 
 def _as_json_body(scope: Scope) -> Scope:
@@ -104,15 +136,20 @@ class BodyLimitMiddleware:
             await self._reject(send)
 
     async def _reject(self, send: Send) -> None:
-        body = json.dumps({"detail": f"request body exceeds {self.max_bytes} bytes"}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, 413, f"request body exceeds {self.max_bytes} bytes")
+
+
+async def send_json(send: Send, status: int, detail: str) -> None:
+    """An error answer in the server's one shape, `{"detail": ...}`, from middleware."""
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

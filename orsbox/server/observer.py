@@ -156,12 +156,13 @@ class Observer:
                     log.warning("session %s: could not read usage: %s", session.sid, e)
         return session.stats.as_dict()
 
-    async def session_ending(self, session: Session, *, reaped: bool) -> None:
+    async def session_ending(self, session: Session, *, reaped: str | None) -> None:
+        """`reaped`: why the server ended it ("lease", "inactivity"); None if asked to."""
         """Before teardown: the final usage, kept with the episode."""
         session.stats.ended_at = time.time()
         usage = await self.usage(session)
         if reaped:
-            self.metrics.sessions_reaped.labels(session.env_name).inc()
+            self.metrics.sessions_reaped.labels(session.env_name, reaped).inc()
         if self.recorder is not None:
             # A sandbox that died under the episode (out of memory, killed) fails it.
             lost = getattr(session.env, "why_sandbox_lost", None)

@@ -7,9 +7,20 @@ Life of a session:
 
 `/create` answers at once; `setup` runs as a background task. `/ping` answers during
 setup; other requests wait for it at most `setup_wait_s`, then get 503 with
-`Retry-After`. A failed setup makes every later request fail with its message. Any
-request naming the session resets its inactivity clock, and a session in setup or with a
-tool call in flight is never idle. Deleted ids are remembered (bounded) so they answer 410.
+`Retry-After`. A failed setup makes every later request fail with its message. Deleted
+ids are remembered (bounded) so they answer 410.
+
+Sessions a client abandons are reaped (`idle_sessions`), and a session in setup or with a
+tool call in flight never is:
+* a session whose client pings (the openreward and ors-sdk clients, and so TRL's
+  adapter, `POST /ping` every 10 s from a thread of their own for as long as they hold
+  it) holds a lease: `session_lease_s` (60 s) after its last ping it is reaped. A model
+  that takes minutes over a turn keeps its session, since its client keeps pinging;
+  a trainer that exited (or was killed) without deleting stops pinging, and its
+  sandboxes go a minute later instead of after the inactivity timeout;
+* any other session is reaped after `session_timeout_s` (900 s) without a request.
+The clock is injectable (`SessionManager(clock=...)`), so tests move time instead of
+waiting for it.
 
 Ids come from `/create_session` (`new_id`): each names this server's cell
 (`orsbox.server.cells`) and holds a place in the capacity limits until its `/create`
@@ -23,7 +34,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +53,18 @@ from orsbox.settings import Settings
 log = logging.getLogger("orsbox.sessions")
 
 
+Clock = Callable[[], float]
+
+
 @dataclass(eq=False)
 class Session:
     sid: str
     env_name: str
     env_cls: type[Environment]
-    last_active: float = field(default_factory=time.monotonic)
+    clock: Clock = time.monotonic
+    last_active: float = 0.0  # any request naming it, pings included (set at creation)
+    last_used: float = 0.0  # any request but a ping, or a call's end: idle since
+    last_ping: float | None = None  # None: its client never pinged (no lease)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     call_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     env: Environment | None = None
@@ -65,8 +82,24 @@ class Session:
     observer: Observer = field(default_factory=Observer.unattached)
     grading_errors_as_zero: bool = False  # Settings.grading_errors, read once at /create
 
-    def touch(self) -> None:
-        self.last_active = time.monotonic()
+    def __post_init__(self) -> None:
+        self.last_active = self.last_used = self.clock()
+
+    def touch(self, *, ping: bool = False) -> None:
+        """A request named the session now; a ping renews its lease without making it
+        look used."""
+        now = self.clock()
+        self.last_active = now
+        if ping:
+            self.last_ping = now
+        else:
+            self.last_used = now
+
+    def idle_for(self, now: float) -> float | None:
+        """Seconds since its last use, while ready with no call in flight; else None."""
+        if self.calls_in_flight or self.state != "ready":
+            return None
+        return max(0.0, now - self.last_used)
 
     @contextlib.contextmanager
     def in_call(self) -> Iterator[None]:
@@ -94,8 +127,10 @@ class SessionManager:
         settings: Settings,
         context_extras: dict[str, Any] | None = None,
         observer: Observer | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.context_extras = context_extras or {}
         self.sandbox_backend: Any = None
         self.observer = observer or Observer.unattached()
@@ -111,18 +146,20 @@ class SessionManager:
         return list(self._sessions.values())
 
     # -- lookup ---------------------------------------------------------------------
-    def get(self, sid: str) -> Session:
-        """The session, its clock reset. 404 if never created, 410 if deleted."""
+    def get(self, sid: str, *, ping: bool = False) -> Session:
+        """The session, its clock reset (its lease renewed, for a `ping`). 404 if never
+        created, 410 if deleted."""
         session = self._sessions.get(sid)
         if session is None:
             check_owned(sid, self.settings.cell)
             if sid in self._deleted:
                 raise Gone(f"session {sid!r} was deleted")
             raise NotFound(
-                f"session {sid!r} not found (never created, or reaped after "
+                f"session {sid!r} not found (never created, or reaped: "
+                f"{self.settings.session_lease_s:g}s after its client's last ping, or "
                 f"{self.settings.session_timeout_s:g}s without requests)"
             )
-        session.touch()
+        session.touch(ping=ping)
         return session
 
     async def ready(self, sid: str) -> Session:
@@ -213,6 +250,7 @@ class SessionManager:
             sid=sid,
             env_name=env_name,
             env_cls=env_cls,
+            clock=self.clock,
             observer=self.observer,
             grading_errors_as_zero=self.settings.grading_errors == "as-zero",
         )
@@ -290,9 +328,9 @@ class SessionManager:
         await call_user(env.setup)
 
     # -- delete ---------------------------------------------------------------------
-    async def delete(self, sid: str, *, reaped: bool = False) -> bool:
+    async def delete(self, sid: str, *, reaped: str | None = None) -> bool:
         """Tear the session down; True if there was one. Idempotent. A deleted id
-        answers 410 afterwards; a reaped (timed out) one 404, as the spec says."""
+        answers 410 afterwards; a reaped one (`reaped`: why) 404, as the spec says."""
         session = self._sessions.pop(sid, None)
         if session is None:
             check_owned(sid, self.settings.cell)
@@ -330,25 +368,44 @@ class SessionManager:
             self._deleted.popitem(last=False)
 
     # -- reaping --------------------------------------------------------------------
-    def idle_sessions(self, now: float | None = None) -> list[str]:
-        """Sessions past the inactivity timeout. One still in setup is not idle (requests
-        may be waiting for it; `setup_timeout_s` bounds it): its clock starts when the
-        setup ends."""
-        now = time.monotonic() if now is None else now
-        limit = self.settings.session_timeout_s
-        return [
-            s.sid
-            for s in self._sessions.values()
-            if s.calls_in_flight == 0 and s.ready.is_set() and now - s.last_active > limit
-        ]
+    def idle_sessions(self, now: float | None = None) -> dict[str, str]:
+        """Sessions to reap, each with why (see the module docstring): "lease" (its
+        client stopped pinging) or "inactivity". One still in setup is not idle
+        (requests may be waiting for it; `setup_timeout_s` bounds it): its clocks
+        start when the setup ends."""
+        now = self.clock() if now is None else now
+        found = {}
+        for s in self._sessions.values():
+            if s.calls_in_flight or not s.ready.is_set():
+                continue
+            why = self._expired(s, now)
+            if why is not None:
+                found[s.sid] = why
+        return found
+
+    def _expired(self, session: Session, now: float) -> str | None:
+        lease = self.settings.session_lease_s
+        if lease and session.last_ping is not None and now - session.last_ping > lease:
+            return "lease"
+        if now - session.last_active > self.settings.session_timeout_s:
+            return "inactivity"
+        return None
 
     async def reap_forever(self) -> None:
         while True:
             await asyncio.sleep(self.settings.reap_interval_s)
-            idle = self.idle_sessions()
-            for sid in idle:
+            await self.reap()
+
+    async def reap(self) -> dict[str, str]:
+        """Delete every session `idle_sessions` names; what it deleted, and why."""
+        idle = self.idle_sessions()
+        for sid, why in idle.items():
+            if why == "lease":
+                log.info("session %s: no ping for %gs: reaping", sid, self.settings.session_lease_s)
+            else:
                 log.info("session %s idle for %gs: reaping", sid, self.settings.session_timeout_s)
-            await asyncio.gather(*(self.delete(sid, reaped=True) for sid in idle))
+        await asyncio.gather(*(self.delete(sid, reaped=why) for sid, why in idle.items()))
+        return idle
 
     async def close_all(self) -> None:
         await asyncio.gather(*(self.delete(sid) for sid in list(self._sessions)))

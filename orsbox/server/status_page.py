@@ -60,6 +60,8 @@ def live_sessions(sessions: list[dict[str, Any]]) -> str:
         f'<tr class="session"><td title="{escape(s["sid"])}">{escape(s["sid"][:8])}</td>'
         f"<td>{escape(s['environment'])}</td><td>{escape(_short(s['task'], 60))}</td>"
         f'<td class="n">{_duration(s["usage"]["wall_s"])}</td><td>{escape(s["state"])}</td>'
+        f'<td class="n idle">{_duration(s.get("idle_s"))}</td>'
+        f'<td class="n">{_duration(s.get("last_ping_s"))}</td>'
         f'<td class="n">{escape(str(s["usage"]["calls"]))}</td><td class="n">{_cpu(s["usage"]["cpu_s"])}</td>'
         f'<td class="n">{_bytes(s["usage"]["peak_memory_bytes"])}</td>'
         f'<td class="n">{_bytes(s["usage"]["output_bytes"])}</td>'
@@ -67,7 +69,8 @@ def live_sessions(sessions: list[dict[str, Any]]) -> str:
         for s in sessions
     )
     header = _header(
-        "session environment task age state calls CPU peak&nbsp;memory output container"
+        "session environment task age state idle last&nbsp;ping calls CPU peak&nbsp;memory "
+        "output container"
     )
     return f"<h2>Live sessions ({len(sessions)})</h2><table>{header}{rows}</table>"
 

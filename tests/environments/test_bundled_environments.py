@@ -1,17 +1,19 @@
 """The four bundled environments, served by `orsbox serve` with no argument: a correct
 episode each through the ors-sdk client, a correct and a wrong one through
-`orsbox run --url`, and a correct one through `orsbox run` in-process."""
+`orsbox run --url`, and a correct one through `orsbox run` in-process.
+
+And on every backend (docs/backends.md, "Every environment on every backend"): each
+environment's correct and wrong example score 1.0 and 0.0 under gVisor and on Podman
+too (runc's are `test_orsbox_run_against_a_server`), and the issue-37 command, `orsbox
+run coding --engine PODMAN`, plays in-process on each private engine."""
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
-from ors.client import ORS
 
-from tests.environments.conftest import example, orsbox
-from tests.runtimes import RUNSC_ENGINE, runtime_available
+from tests.environments.conftest import example, orsbox, play_example
+from tests.runtimes import ENGINES, runtime_available
 from tests.servers import LiveServer
 
 # (environment, example file, expected reward); every example plays train[0]
@@ -24,20 +26,12 @@ EPISODES = [
 
 def test_all_four_are_served(bundled_server: LiveServer) -> None:
     names = httpx.get(f"{bundled_server.url}/list_environments", timeout=10).json()
-    assert names == ["coding", "math", "swe", "terminal"]
+    assert names == ["math", "coding", "swe", "terminal"]  # math first: the default
 
 
 @pytest.mark.parametrize("env", ["math", "coding", "swe", "terminal"])
 def test_correct_episode_through_the_ors_sdk_client(bundled_server: LiveServer, env: str) -> None:
-    lines = example(env, "train-0-correct").read_text().splitlines()
-    calls = [json.loads(line) for line in lines]
-    with ORS(base_url=bundled_server.url) as client:
-        environment = client.environment(env)
-        task = environment.list_tasks("train")[0]
-        with environment.session(task=task) as session:
-            assert session.get_prompt()[0].text
-            for call in calls:
-                result = session.call_tool(call["name"], call["input"])
+    result = play_example(bundled_server.url, env, "train-0-correct")
     assert (result.reward, result.finished) == (1.0, True)
 
 
@@ -61,14 +55,25 @@ def test_orsbox_run_in_process(bundled_images: None, env: str) -> None:
     assert done.stdout.rstrip().endswith("final reward: 1.0  finished: true")
 
 
-@pytest.mark.parametrize("env", ["math", "coding", "terminal"])
-def test_orsbox_run_under_gvisor(bundled_images: None, env: str) -> None:
-    """`orsbox run --runtime runsc`, on the private runsc engine (tests/runtimes.py).
-    swe plays too (its 843 MB image loads into the engine in ~20 s, outside CI's budget)."""
-    runtime_available("runsc")
-    done = orsbox(
-        "run", env, "--actions", str(example(env, "train-0-correct")),
-        "--runtime", "runsc", "--engine", RUNSC_ENGINE,
-    )  # fmt: skip
+@pytest.mark.parametrize("engine_server", list(ENGINES), indirect=True)
+@pytest.mark.parametrize(("env", "actions", "reward"), EPISODES)
+def test_each_example_plays_to_its_reward_under_gvisor_and_on_podman(
+    engine_server: LiveServer, env: str, actions: str, reward: float
+) -> None:
+    """The grader of coding, swe and terminal runs as root in the sandbox (a second
+    guest, `exec(user="root")`); on Podman it could not make /grader until the backend
+    gave `/` Docker's mode (orsbox/sandbox/docker/podman.py)."""
+    result = play_example(engine_server.url, env, actions)
+    assert (result.reward, result.finished) == (reward, True), result.blocks
+
+
+@pytest.mark.parametrize("runtime", list(ENGINES))
+def test_orsbox_run_in_process_on_each_private_engine(bundled_images: None, runtime: str) -> None:
+    """As issue 37 ran it: `orsbox run coding --engine unix:///...podman.sock` (and
+    `--runtime runsc` on the gVisor engine) scores the correct example 1.0."""
+    runtime_available(runtime)
+    engine = ["--engine", ENGINES[runtime]]
+    flags = [*engine, "--runtime", runtime] if runtime == "runsc" else engine
+    done = orsbox("run", "coding", "--actions", str(example("coding", "train-0-correct")), *flags)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().endswith("final reward: 1.0  finished: true")

@@ -86,7 +86,7 @@ def test_the_readme_quick_start_serves_and_plays(
             "the quick start's first command serves",
         )
         assert process.poll() is None, log.read_text()
-        assert httpx.get(f"{url}/list_environments").json() == ["coding", "math", "swe", "terminal"]
+        assert httpx.get(f"{url}/list_environments").json() == ["math", "coding", "swe", "terminal"]
         installed = subprocess.run(
             ["python", "-c", "import orsbox; print(orsbox.__file__)"],
             cwd="/",

@@ -60,8 +60,8 @@ def test_math_in_process_gives_the_scripted_rewards_and_pass_at_k(
     malformed = runs.transcript(tmp_path, by_task[(1, 0)])
     answers = [m["content"] for m in malformed["messages"] if m["role"] == "tool"]
     assert answers[0].startswith("Error: the arguments are not valid JSON")
-    assert answers[1] == "Error: unknown tool 'sbumit'; available tools: submit"
-    assert answers[2].startswith("Error: invalid input for tool 'submit'")
+    assert answers[1] == "Error: not_found: unknown tool 'sbumit'; available tools: submit"
+    assert answers[2].startswith("Error: input_validation: invalid input for tool 'submit'")
     assert answers[3] == "Correct!"
     assert malformed["tools"][0]["name"] == "submit"
     # the model saw the prompt as the first user message and submit as a function tool

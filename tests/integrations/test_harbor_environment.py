@@ -6,7 +6,8 @@ makes it at $ORSBOX_HARBOR_VENV); each trial's reward (its `result.json`) must e
 `orsbox check` gives the same task: oracle = the solution's score, nop = untouched.
 Harbor's own Docker environment cannot run here (it needs Compose v2, which Debian 12
 does not package), so orsbox check, which runs Harbor's verifier semantics, is the
-reference, and Harbor's own template task is compared as it ships.
+reference, and Harbor's own template task is compared as it ships. A trial runs on
+Podman too (`--ek engine=...`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtimes import PODMAN_ENGINE, runtime_available
 from tests.servers import ROOT, start_server
 
 VENV = Path(os.environ.get("ORSBOX_HARBOR_VENV", "/opt/orsbox-harbor-venv"))
@@ -115,3 +117,15 @@ def test_through_an_orsbox_server_by_url_and_token(tmp_path: Path, base_image: s
     finally:
         server.stop()
     assert (reward(oracle), reward(nop)) == (1.0, 0.0), (oracle, nop)
+
+
+def test_a_trial_on_podman(tmp_path: Path, base_image: str) -> None:
+    """`--ek engine=` Podman's: the oracle scores 1.0, its verifier running as root with
+    no capabilities (it writes /logs/verifier). (A task wanting the network is refused
+    when its sandbox starts, naming Podman: tests/sandbox/test_podman.py; nop's 0.0 and
+    the parity with `orsbox check` are the runc trials' above.)"""
+    runtime_available("podman")
+    oracle = harbor_run(
+        PARITY / "hello-prebuilt", "oracle", tmp_path / "oracle", f"engine={PODMAN_ENGINE}"
+    )
+    assert reward(oracle) == 1.0 and oracle["exception_info"] is None, oracle

@@ -4,11 +4,13 @@
 local providers; its module docstring asks a provider to import the checks and supply a
 `sandbox_env` fixture, marking what it cannot satisfy as xfails named in that fixture.
 Here every check runs twice: sandboxes started in-process on the local engine, and API
-sandboxes of a real orsbox server reached by URL and token.
+sandboxes of a real orsbox server reached by URL and token. (Its exec checks under
+gVisor and on Podman: test_inspect_private_engines.py.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -58,16 +60,25 @@ async def provider_env(
             max_body_bytes=16 * 1024 * 1024,
         )
         config = OrsboxSandboxConfig(url=server.url, token=TOKEN)
+    try:
+        async with provider(config) as environment:
+            yield request.param, environment
+    finally:
+        if server is not None:
+            server.stop()
+
+
+@contextlib.asynccontextmanager
+async def provider(config: OrsboxSandboxConfig) -> AsyncIterator[OrsboxSandboxEnvironment]:
+    """One sample's sandbox as Inspect starts and cleans it up."""
     environments = await OrsboxSandboxEnvironment.sample_init("self-check", config, {})
     environment = environments["default"]
     assert isinstance(environment, OrsboxSandboxEnvironment)
     try:
-        yield request.param, environment
+        yield environment
     finally:
         await OrsboxSandboxEnvironment.sample_cleanup("self-check", config, environments, False)
         await OrsboxSandboxEnvironment.task_cleanup("self-check", config, True)
-        if server is not None:
-            server.stop()
 
 
 @pytest.fixture

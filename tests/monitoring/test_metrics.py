@@ -143,7 +143,8 @@ def test_warm_pool_and_reaping_metrics(tmp_path: Path, bundled_images: None) -> 
         wait_for_episode(db, idle.sid)
         after = scrape(server)
         assert value(after, "orsbox_warm_pool_hits_total") == 1
-        assert value(after, "orsbox_sessions_reaped_total", environment="protocol") == 1
+        reaped = {"environment": "protocol", "reason": "inactivity"}  # it never pinged
+        assert value(after, "orsbox_sessions_reaped_total", **reaped) == 1
         assert value(after, "orsbox_sandbox_starts_total", outcome="ok") == 1  # the hit
         warm.delete()
     finally:

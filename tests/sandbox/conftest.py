@@ -44,6 +44,9 @@ async def backend(
     for fixture in under_test.fixtures:
         request.getfixturevalue(fixture)
     backend = under_test.make()
+    # As a server has it: its start-up sweep reached the engine, which says what it is
+    # (`capabilities` on Podman are exact from then on: orsbox/sandbox/docker/podman.py)
+    assert await backend.health() is None
     yield backend
     await backend.close()
 

@@ -21,9 +21,9 @@ EXPECTED = {
     "fake": (False, {"host"}, False, False, False),
     "runc": (True, EVERY_NETWORK_MODE, True, True, True),
     "gVisor": (True, {False}, False, True, True),
-    # the Docker backend with only the address changed; Podman's API ignoring a runtime
-    # is found out at the first start that asks for one (test_podman.py)
-    "Podman": (True, EVERY_NETWORK_MODE, True, True, True),
+    # no guarded network (orsbox/sandbox/docker/podman.py); Podman's API ignoring a
+    # runtime is found out at the first start that asks for one (test_podman.py)
+    "Podman": (True, {False, "host"}, False, True, True),
 }
 
 
@@ -54,7 +54,7 @@ async def test_each_network_mode_not_offered_is_refused_at_start(
     under_test: BackendUnderTest,
     backend: SandboxBackend,
 ) -> None:
-    """(On runc and Podman every mode is offered: nothing to refuse.)"""
+    """(On runc every mode is offered: nothing to refuse.)"""
     under_test.differs("limits")  # the fake starts every mode, enforcing none
     for mode in EVERY_NETWORK_MODE - backend.capabilities.network_modes:
         hosts = ("example.org",) if mode == "allowlist" else ()

@@ -20,6 +20,7 @@ output saying the time ran out, as Harbor verifies an agent that timed out.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,7 +29,7 @@ from orsbox.authoring.graded_once import GradedOnce
 from orsbox.authoring.grader import Grade
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
-from orsbox.errors import ImageNotFound, ManifestError, SandboxGone, SetupFailed
+from orsbox.errors import ImageNotFound, ManifestError, SandboxError, SandboxGone, SetupFailed
 from orsbox.formats.harbor.phases import unmet_by, widest
 from orsbox.formats.harbor.task import HarborTask, phase_set
 from orsbox.formats.harbor.verifier import verify
@@ -95,7 +96,12 @@ class HarborEnvironment(GradedOnce):
         if error is not None:
             raise SetupFailed(f"task {self.task.name}: its image did not build: {error}")
         task = self.task
-        unmet = unmet_by(task.limits.network, task.verifier_network, self._backend().capabilities)
+        backend = self._backend()
+        # Asked what it is first, its capabilities answer for its engine too (Podman's
+        # sandboxes have no network); one that does not answer fails the start below.
+        with contextlib.suppress(SandboxError):
+            await backend.describe()
+        unmet = unmet_by(task.limits.network, task.verifier_network, backend.capabilities)
         if unmet is not None:
             raise SetupFailed(f"task {task.name}: {unmet}")
         try:

@@ -44,7 +44,7 @@ from orsbox.sandbox.docker.allowlist import AllowlistNetwork
 from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.diagnosis import engine_checks
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
-from orsbox.sandbox.docker.engine import Engine, engine_product
+from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.docker.host_state import Swept, sweep_host_state
 from orsbox.sandbox.docker.image_store import DockerImages
@@ -54,6 +54,12 @@ from orsbox.sandbox.docker.options import (
     container_name,
     container_options,
     guest_memory_bounds,
+)
+from orsbox.sandbox.docker.podman import (
+    PODMAN_NETWORK_MODES,
+    is_podman,
+    no_guarded_network,
+    root_folder_archive,
 )
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
@@ -116,23 +122,31 @@ class DockerBackend(SandboxBackend):
             self.config.egress_proxy_hosts_file,
         )
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
-        self._engine_product: str | None = None  # "Podman 4.3.1": asked once, for a runtime
         guest_payload()  # compiled now, not on the event loop at the first start
 
     @property
     def capabilities(self) -> BackendCapabilities:  # type: ignore[override]
-        """As configured. Under gVisor a sandbox has no network at all (`runtime_for`).
+        """As configured, and as the engine is once it has answered (the first engine
+        call of any kind: a server's start-up sweep). Under gVisor a sandbox has no
+        network at all (`runtime_for`); on Podman none but the host's (`podman.py`).
         An engine whose API ignores the runtime asked for (Podman) is found out at the
         first start that asks for one, and that start is refused."""
         gvisor = is_gvisor(self.config.runtime)
+        podman = is_podman(self.engine.product)
+        modes = EVERY_NETWORK_MODE
+        if gvisor:
+            modes = frozenset({False})
+        elif podman:
+            modes = PODMAN_NETWORK_MODES
         return BackendCapabilities(
             isolated=True,
-            network_modes=frozenset({False}) if gvisor else EVERY_NETWORK_MODE,
-            switch_network=not gvisor,
+            network_modes=modes,
+            switch_network=not gvisor and not podman,
             runtime_choice=True,
             snapshots=True,
             runtime=self.config.runtime,
             allowed_runtimes=tuple(self.config.allow_runtimes),
+            engine=self.engine.product if podman else None,
         )
 
     # -- start
@@ -156,6 +170,7 @@ class DockerBackend(SandboxBackend):
             runtime = self.runtime_for(spec)
             if runtime is not None:
                 await self._refuse_an_ignored_runtime(runtime)
+            await self._refuse_a_network_not_offered(spec)
             network = await self._network_for(spec)
             options = container_options(
                 spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime,
@@ -168,6 +183,7 @@ class DockerBackend(SandboxBackend):
             ) from None
         sandbox: DockerSandbox | None = None
         try:
+            await self._give_root_dockers_mode(container_id, options)
             if disk is not None:
                 disk = await self._disk.fill_large(disk, container_id)
             sandbox = await self._start_created(
@@ -273,23 +289,36 @@ class DockerBackend(SandboxBackend):
             )
         return runtime
 
+    async def _refuse_a_network_not_offered(self, spec: SandboxSpec) -> None:
+        """A sandbox asking for a network this engine cannot guard (Podman's, see
+        `podman.py`) is refused, not started without the guard."""
+        await self._product()
+        refused = self._network_refused()
+        if refused is not None and not self.capabilities.gives_network(spec.limits.network):
+            raise SandboxStartError(refused)
+
     async def _refuse_an_ignored_runtime(self, runtime: str) -> None:
         """Podman's Docker-compatible API ignores the runtime a container asks for
         (docs/backends.md): a sandbox meant for gVisor would silently run under runc.
         Refused instead; the engine is asked what it is once."""
         product = await self._product()
-        if product.startswith("Podman"):
+        if is_podman(product):
             raise SandboxStartError(
                 f"runtime {runtime}: the engine is {product}, whose Docker "
                 "API ignores the runtime a container asks for; use a Docker engine for it"
             )
 
+    async def _give_root_dockers_mode(self, container_id: str, options: dict[str, Any]) -> None:
+        """On Podman, `/` gets the mode Docker gives it before the container starts, so
+        root (no capabilities) can make a grader's folder there (`podman.py`). A
+        read-only root is left as it is: nothing is written there on any engine."""
+        if options.get("read_only") or not is_podman(await self._product()):
+            return
+        await self.engine.put_archive(container_id, "/", root_folder_archive())
+
     async def _product(self) -> str:
         """`Docker 28.2.2` or `Podman 4.3.1`, asked once."""
-        if self._engine_product is None:
-            version = await self.engine.run("version", lambda: self.engine.client.version())
-            self._engine_product = engine_product(version)
-        return self._engine_product
+        return await self.engine.product_name()
 
     async def _disk_plan(self, spec: SandboxSpec) -> DiskPlan | None:
         if spec.limits.disk_bytes is None:
@@ -321,6 +350,7 @@ class DockerBackend(SandboxBackend):
             open_guest=functools.partial(self._open_sub_guest, container_id, name),
             guarded=self.guarded,
             allowlist=self.allowlist,
+            network_refused=self._network_refused(),
             on_closed=lambda s: self._sandboxes.pop(s.id, None),
         )
         self._sandboxes[container_id] = sandbox
@@ -417,10 +447,27 @@ class DockerBackend(SandboxBackend):
 
     async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
         allow = self.config.egress_allow
-        return await network_checks(self.guarded.bridge, allow, allowlists=allowlists)
+        return await network_checks(
+            self.guarded.bridge, allow, allowlists=allowlists, guarded=self._gives_networks
+        )
+
+    async def _gives_networks(self) -> bool:
+        """Its sandboxes get networks of their own to guard (not on Podman: `podman.py`)."""
+        await self._product()
+        return self._network_refused() is None
 
     async def prepare_network(self) -> None:
+        await self._product()
+        refused = self._network_refused()
+        if refused is not None:
+            raise SandboxError(refused)
         await self.guarded.ensure()
+
+    def _network_refused(self) -> str | None:
+        """Why no sandbox of this engine may join or switch to a network (Podman's,
+        `podman.py`); None where they may. Asked once the engine has answered."""
+        product = self.engine.product
+        return no_guarded_network(product) if product and is_podman(product) else None
 
     async def usage_of(self, sandbox_id: str) -> ResourceUsage | None:
         try:

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import anyio
 import docker
 import docker.errors
 import requests.exceptions
+from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.models.containers import _create_container_args
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxGone
@@ -109,13 +111,27 @@ class Engine:
         self.last_answer = -float("inf")  # monotonic time of the last call that succeeded
         self._ping_since: float | None = None  # when the ping in flight started
         self._pids: dict[str, int] = {}  # container id -> its first process (for usage)
+        # What answers (`engine_product`): asked when the client connects, so it is
+        # known after the first call of any kind (a server's start-up sweep is one)
+        self.product: str | None = None
 
     @property
     def client(self) -> docker.DockerClient:
         with self._client_lock:
             if self._client is None:
-                self._client = connect(self.address)
+                client = connect(self.address)
+                with translated("ask the docker engine what it is"):
+                    self.product = answering_product(client)
+                self._client = client
             return self._client
+
+    async def product_name(self) -> str:
+        """`Docker 28.2.2` or `Podman 4.3.1`, asked once."""
+        if self.product is None:
+            self.product = await self.run(
+                "ask the engine what it is", answering_product, self.client
+            )
+        return self.product
 
     async def run(
         self, what: str, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False
@@ -194,6 +210,11 @@ class Engine:
                 return None
 
         return await self.run(f"read {path} from container", read)
+
+    async def put_archive(self, container_id: str, path: str, archive: bytes) -> None:
+        """Unpack the tar `archive` at `path` in the container (started or not)."""
+        put = functools.partial(self.client.api.put_archive, container_id, path, archive)
+        await self.run(f"copy into {path} in container", put)
 
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
@@ -380,6 +401,22 @@ class Engine:
             self._client.close()
 
 
+def ping_headers(client: docker.DockerClient) -> Mapping[str, str]:
+    """The headers of the engine's `/_ping` answer: its API version, and what it is. A
+    few milliseconds, where Podman takes ~1.5 s to answer `/version`."""
+    api = client.api
+    return api._get(api._url("/_ping", versioned_api=False)).headers  # type: ignore[no-any-return]
+
+
+def answering_product(client: docker.DockerClient) -> str:
+    """What answers (`engine_product`), from its `/_ping` answer."""
+    headers = ping_headers(client)
+    if headers.get("Libpod-Api-Version"):
+        return f"Podman {headers['Libpod-Api-Version']}"
+    server = re.match(r"Docker/(\S+)", headers.get("Server", ""))
+    return f"Docker {server.group(1)}" if server else engine_product(client.version())
+
+
 def engine_product(version: dict[str, Any]) -> str:
     """What answers at an engine address, and its version: `Docker 28.2.2`, or
     `Podman 4.3.1` (its Docker-compatible API names itself among the components)."""
@@ -391,13 +428,24 @@ def engine_product(version: dict[str, Any]) -> str:
 
 def connect(address: str | None = None, timeout_s: float = DOCKER_TIMEOUT_S) -> docker.DockerClient:
     """The one place a docker client is made: `address` or, when None, the environment's
-    (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)."""
+    (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH). It speaks the API version the
+    engine's `/_ping` names: the SDK's own negotiation asks `/version`, which Podman
+    takes ~1.5 s to answer, for every client made."""
     with translated(f"connect to the docker engine at {address or 'DOCKER_HOST'}"):
-        if address is None:
-            return docker.from_env(timeout=timeout_s, max_pool_size=POOL_SIZE)
-        return docker.DockerClient(
-            base_url=address, timeout=int(timeout_s), max_pool_size=POOL_SIZE
-        )
+        probe = _client(address, timeout_s, MINIMUM_DOCKER_API_VERSION)
+        try:
+            api_version = ping_headers(probe).get("Api-Version")
+        finally:
+            probe.close()
+        return _client(address, timeout_s, api_version or "auto")
+
+
+def _client(address: str | None, timeout_s: float, version: str) -> docker.DockerClient:
+    if address is None:
+        return docker.from_env(timeout=int(timeout_s), max_pool_size=POOL_SIZE, version=version)
+    return docker.DockerClient(
+        base_url=address, timeout=int(timeout_s), max_pool_size=POOL_SIZE, version=version
+    )
 
 
 def own_socket(raw: Any) -> socket.socket:

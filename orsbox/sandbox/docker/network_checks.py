@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
 from orsbox.errors import SandboxError
+from orsbox.sandbox.base import NO_GUARD_NEEDED
 from orsbox.sandbox.diagnosis import EngineCheck
 from orsbox.sandbox.docker.host_state import NetworkGuardReport, check_guard
 
+GUARD = "egress guard"
 RANGE_NAMES = {
     "169.254.0.0/16": "link-local (cloud metadata)",
     "10.0.0.0/8": "10/8",
@@ -32,27 +34,44 @@ RANGE_NAMES = {
 
 
 async def network_checks(
-    bridge: str, allow: Sequence[str], *, allowlists: bool
+    bridge: str,
+    allow: Sequence[str],
+    *,
+    allowlists: bool,
+    guarded: Callable[[], Awaitable[bool]],
 ) -> list[EngineCheck]:
-    """The guard of `bridge` with the operator's `allow`ed ranges, and squid (a failure
+    """The guard of `bridge` with the operator's `allow`ed ranges, where the engine's
+    sandboxes get networks to guard (`guarded`: not on Podman), and squid (a failure
     when missing only where `allowlists` are allowed)."""
-    guard = await anyio.to_thread.run_sync(guard_check, bridge, allow)
+    try:
+        needed = await guarded()
+    except SandboxError as e:
+        guard = unplaceable(e)
+    else:
+        guard = (
+            await anyio.to_thread.run_sync(guard_check, bridge, allow)
+            if needed
+            else NO_GUARD_NEEDED
+        )
     return [guard, await anyio.to_thread.run_sync(proxy_check, allowlists)]
 
 
 def guard_check(bridge: str, allow: Sequence[str]) -> EngineCheck:
-    name = "egress guard"
     try:
         report = check_guard(bridge, allow)
     except SandboxError as e:
-        fix = "run the server as root on a host with iptables (Debian: apt-get install iptables)"
-        return EngineCheck(name, False, f"cannot put the rules in place: {e}", fix)
+        return unplaceable(e)
     if report.missing or not report.host_dropped:
         host = "" if report.host_dropped else " the host's own addresses"
         return EngineCheck(
-            name, False, f"rules did not hold: {', '.join(report.missing)}{host} not dropped"
+            GUARD, False, f"rules did not hold: {', '.join(report.missing)}{host} not dropped"
         )
-    return EngineCheck(name, True, guard_detail(report))
+    return EngineCheck(GUARD, True, guard_detail(report))
+
+
+def unplaceable(error: SandboxError) -> EngineCheck:
+    fix = "run the server as root on a host with iptables (Debian: apt-get install iptables)"
+    return EngineCheck(GUARD, False, f"cannot put the rules in place: {error}", fix)
 
 
 def guard_detail(report: NetworkGuardReport) -> str:

@@ -38,14 +38,18 @@ class DockerSandbox(GuestSandbox):
         guarded: GuardedNetwork,
         allowlist: AllowlistNetwork,
         layer_bound_bytes: int | None = None,
+        network_refused: str | None = None,
         **guest: Any,
     ) -> None:
         """`layer_bound_bytes`: `SandboxLimits.writable_layer_bytes`, kept by measuring
-        (`layer_bound.py`) after answered calls, on a period, and before grading."""
+        (`layer_bound.py`) after answered calls, on a period, and before grading.
+        `network_refused`: why this engine's sandboxes may not switch their network
+        (Podman's: `podman.py`); None where they may."""
         super().__init__(sandbox_id=container_id, **guest)
         self._engine = engine
         self._guarded = guarded
         self._allowlist = allowlist
+        self._network_refused = network_refused
         self._network_env: dict[str, str] = {}  # the proxy settings of an allow-list
         self._layer: LayerBound | None = None
         if layer_bound_bytes is not None:
@@ -92,6 +96,8 @@ class DockerSandbox(GuestSandbox):
     ) -> None:
         if not self.alive:
             raise SandboxGone(await self._gone_message())
+        if self._network_refused is not None:
+            raise SandboxError(self._network_refused)
         await self._allowlist.close_proxy(self.id)
         if network == "allowlist":
             await self._engine.switch_network(self.id, await self._allowlist.ensure())

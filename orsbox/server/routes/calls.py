@@ -8,14 +8,16 @@ connection neither cancels it nor loses its result: re-post with the `task_id`.
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 
 from orsbox.authoring import ToolRaised, as_zero_reward, call_tool
 from orsbox.errors import GradingError
 from orsbox.protocol.calls import Event
+from orsbox.protocol.reasons import Reason, labelled
 from orsbox.protocol.sse import result_events
-from orsbox.protocol.types import RunToolSuccess, ToolCall
+from orsbox.protocol.types import RunToolError, RunToolSuccess, ToolCall
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.observer import CallWatch
@@ -25,41 +27,59 @@ from orsbox.server.sessions import Session
 
 router = APIRouter()
 log = logging.getLogger("orsbox.calls")
+OPENREWARD_USER_AGENT = "openreward-sdk/"
 
 
-async def run_call(session: Session, call: ToolCall) -> list[Event]:
-    """The final SSE events of one call: `chunk`.../`end` with the result, or `error`.
-    A grader that could not run (`GradingError`) is reported to the observer as it is
-    (the metric, the episode's record) and answers `error` with its wire text naming
-    the cause, or a reward of 0.0 when the operator asked for that
-    (`--grading-errors as-zero`)."""
+async def run_call(
+    session: Session, call: ToolCall, *, labels_reasons: bool = False
+) -> list[Event]:
+    """The final SSE events of one call: `chunk`.../`end` with the result, or `error`
+    labelled with its reason (`orsbox.protocol.reasons`). A grader that could not run
+    (`GradingError`) is reported to the observer as it is (the metric, the episode's
+    record) and answers `error` with its wire text naming the cause, or a reward of 0.0
+    when the operator asked for that (`--grading-errors as-zero`). `labels_reasons`:
+    the client writes an `ok: false` answer's `reason` before its text itself
+    (`renders_reason`)."""
     with session.in_call(), session.observer.call(session, call) as watch:
         try:
             async with session.call_lock:
                 if session.env is None:
-                    return [{"event": "error", "data": "session was deleted"}]
+                    return [_error_event(Reason.SESSION_DELETED, "session was deleted")]
                 result = await call_tool(session.env, call.name, call.input)
         except GradingError as e:
             watch.grading_failed(e)
-            if not session.grading_errors_as_zero:
-                return _error(session, watch, e.wire(), trace=None)  # an outcome, not a bug
+            if not session.grading_errors_as_zero:  # an outcome, not a bug: no trace
+                return _error(session, watch, Reason.GRADING_ERROR, e.wire(), trace=None)
             result = RunToolSuccess(output=as_zero_reward(e))
         except ToolRaised as e:
-            return _error(session, watch, str(e), trace=e.__cause__)
+            return _error(session, watch, e.reason, str(e), trace=e.__cause__)
+        if isinstance(result, RunToolError) and result.reason and not labels_reasons:
+            result = result.model_copy(update={"error": labelled(result.reason, result.error)})
         payload = LIVE_SECRETS.redact(result.model_dump_json())
         watch.done(result, payload)
         return result_events(payload)
 
 
 def _error(
-    session: Session, watch: CallWatch, text: str, trace: BaseException | None
+    session: Session, watch: CallWatch, reason: Reason, text: str, trace: BaseException | None
 ) -> list[Event]:
     """The call's `error` event: logged (with the tool's own exception, if any), counted
-    and recorded, secrets redacted."""
+    and recorded, secrets redacted, labelled with its reason."""
     log.warning("session %s: %s", session.sid, text, exc_info=trace)
     message = LIVE_SECRETS.redact(text)
     watch.raised(message)
-    return [{"event": "error", "data": message}]
+    return [_error_event(reason, message)]
+
+
+def _error_event(reason: Reason, message: str) -> Event:
+    return {"event": "error", "data": labelled(reason, message)}
+
+
+def renders_reason(user_agent: str) -> bool:
+    """Whether the client shows an `ok: false` answer as `reason: error` itself: the
+    `openreward` client does (it says so in its User-Agent); ors-sdk and others show
+    `error` alone, so they get the label in the text."""
+    return user_agent.startswith(OPENREWARD_USER_AGENT)
 
 
 @router.post(
@@ -76,8 +96,10 @@ async def call(
     sessions: SessionsDep,
     calls: CallsDep,
     settings: SettingsDep,
+    user_agent: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> EventStreamResponse:
     catalog.get(env_name)
     session = await sessions.ready(sid)
-    run = lambda: run_call(session, body)  # noqa: E731
+    own_labels = renders_reason(user_agent or "")
+    run = lambda: run_call(session, body, labels_reasons=own_labels)  # noqa: E731
     return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)

@@ -58,10 +58,13 @@ async def create(
     sessions: SessionsDep,
     body: Annotated[CreateSession | None, Body()] = None,
     x_secrets: Annotated[str | None, Header()] = None,
+    x_deployment: Annotated[str | None, Header()] = None,
 ) -> SessionId:
+    """The environment: `env_name`, else the one `X-Deployment` names (the openreward
+    client's only mention of it), else the default (`Catalog.resolve`)."""
     if body is None:
         raise BadRequest("body must give either task_spec or split and index")
-    name, env_cls = catalog.get(body.env_name)
+    name, env_cls = catalog.get(catalog.resolve(body.env_name, x_deployment))
     _check_toolset(name, env_cls, body.toolset_name)
     if body.task_spec is not None:
         task_spec = body.task_spec
@@ -87,7 +90,7 @@ def _check_toolset(name: str, env_cls: type[Environment], toolset: str | None) -
 async def ping(request: Request, sid: SessionIdDep, sessions: SessionsDep) -> Any:
     if _is_api_sandbox(request, sid):
         return await sandboxes.ping_sandbox(request, sid)
-    sessions.check_not_failed(sessions.get(sid))
+    sessions.check_not_failed(sessions.get(sid, ping=True))  # renews its lease
     return Status(status="ok")
 
 

@@ -37,8 +37,16 @@ def server_state(app: Any) -> State:
     """The state the metrics report at each scrape."""
     state = app.state
     pool = _warm_pool(state.sessions.sandbox_backend)
+    live = state.sessions.live()
+    now = state.sessions.clock()
+    idle: dict[str, list[float]] = {}
+    for session in live:
+        age = session.idle_for(now)
+        if age is not None:
+            idle.setdefault(session.env_name, []).append(age)
     return State(
-        sessions=Counter((s.env_name, s.state) for s in state.sessions.live()),
+        sessions=Counter((s.env_name, s.state) for s in live),
+        idle=idle,
         warm_idle=None if pool is None else pool.idle_count(),
         warm_hits=0 if pool is None else pool.hits,
         warm_misses=0 if pool is None else pool.misses,
@@ -75,18 +83,22 @@ async def episode(request: Request, episode_id: str) -> HTMLResponse:
 
 
 async def _live_sessions(request: Request) -> list[dict[str, Any]]:
-    sessions = request.app.state.sessions.live()
+    manager = request.app.state.sessions
+    sessions = manager.live()
     usages = await asyncio.gather(*(s.observer.usage(s) for s in sessions))
-    return [_describe(s, usage) for s, usage in zip(sessions, usages, strict=True)]
+    now = manager.clock()
+    return [_describe(s, usage, now) for s, usage in zip(sessions, usages, strict=True)]
 
 
-def _describe(session: Session, usage: dict[str, Any]) -> dict[str, Any]:
+def _describe(session: Session, usage: dict[str, Any], now: float) -> dict[str, Any]:
     name = getattr(session.env, "sandbox_name", None)
     return {
         "sid": session.sid,
         "environment": session.env_name,
         "task": session.stats.task,
         "state": session.state,
+        "idle_s": session.idle_for(now),  # None while busy or not ready
+        "last_ping_s": None if session.last_ping is None else now - session.last_ping,
         "usage": usage,
         "container": name() if name is not None else None,
     }

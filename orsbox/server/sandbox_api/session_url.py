@@ -64,3 +64,16 @@ def log_session_url(settings: Settings) -> None:
             url,
             own_url(settings),
         )
+
+
+def log_client_url(settings: Settings) -> None:
+    """What an `openreward` client (TRL's `OpenRewardSpec` is one) must be given to
+    reach this server: it puts `sessions.` before the host of the URL it is handed
+    (`sessions.localhost` resolves nowhere) unless `OPENREWARD_SESSION_URL` is set."""
+    log.info(
+        "openreward clients (TRL's OpenRewardSpec): export %s=%s, then "
+        "OpenRewardSpec(%r, env_name=NAME)",
+        SESSION_URL_ENV,
+        own_url(settings),
+        own_url(settings),
+    )

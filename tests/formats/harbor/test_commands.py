@@ -11,6 +11,7 @@ import pytest
 from ors.client import ORS
 
 from tests.environments.conftest import orsbox
+from tests.formats.harbor.conftest import FIXTURES
 from tests.formats.harbor.tasks import IMAGE_MAP
 from tests.servers import start_server
 
@@ -83,6 +84,35 @@ def test_orsbox_check_fails_a_task_whose_tests_crash(
     assert re.search(row, done.stdout), done.stdout
     # --verbose: the whole output, under a rule naming the task
     assert re.search(r"crash: the solution's test output.*\n.*the tests crashed: boom", done.stdout)
+
+
+def test_orsbox_check_verbose_shows_a_passing_runs_output(
+    datasets: dict[str, Path], harbor_env: dict[str, str]
+) -> None:
+    """`-v` is for the run asked about, passed or not: here a Terminal-Bench 1 task
+    whose pytest run passes."""
+    done = orsbox(
+        "check", str(datasets["check"] / "tb1-hello"), "--image-map", IMAGE_MAP, "-v",
+        env=harbor_env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = done.stdout.split("tb1-hello: the solution's test output", 1)
+    assert len(shown) == 2, done.stdout
+    assert "PASSED ../tests/test_outputs.py::test_content" in shown[1]
+
+
+def test_building_a_task_that_wants_the_network_names_the_setting(
+    harbor_env: dict[str, str],
+) -> None:
+    """Harbor's template task keeps Harbor's default network ("public"): without
+    ORSBOX_ALLOW_NETWORK, one line naming it, no traceback."""
+    env = {k: v for k, v in harbor_env.items() if k != "ORSBOX_ALLOW_NETWORK"}
+    done = orsbox("build", str(FIXTURES / "template-task"), env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: task template-task: ")
+    assert "ORSBOX_ALLOW_NETWORK=1" in line
 
 
 def test_a_failing_dockerfile_names_its_last_lines_and_spares_the_others(

@@ -1,0 +1,50 @@
+"""The Inspect provider with its sandboxes under gVisor and on Podman (docs/backends.md,
+"Every environment on every backend"): Inspect's exec checks (its `self_check` suite,
+whole on runc in test_inspect_self_check.py) and `exec(user="root")`, in-process with
+`engine=` (and `runtime="runsc"` on gVisor's). A module of its own: Inspect's
+`task_cleanup` releases every host of the process, the other module's server too."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("inspect_ai", reason="pip install -e '.[inspect]'")
+
+from inspect_ai.util._sandbox import self_check
+
+from orsbox.integrations.inspect import OrsboxSandboxConfig
+from tests.integrations.test_inspect_self_check import provider
+from tests.runtimes import ENGINES, runtime_available
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+EXEC_CHECKS = [
+    "test_exec_output", "test_exec_stderr", "test_exec_returncode", "test_exec_env_vars",
+    "test_exec_input_text", "test_exec_as_nonexistent_user", "test_cwd_relative",
+    "test_exec_timeout",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("runtime", list(ENGINES))
+async def test_exec_checks_on_each_private_engine(base_image: str, runtime: str) -> None:
+    """Inspect's exec checks hold, and `exec(user="root")`, which its own check reaches
+    only through `adduser` (test_inspect_self_check.py's HARDENED_ROOT), runs as root
+    and makes a folder in `/`, as on runc."""
+    runtime_available(runtime)
+    config = OrsboxSandboxConfig(
+        engine=ENGINES[runtime], runtime=runtime if runtime == "runsc" else None
+    )
+    async with provider(config) as environment:
+        for name in EXEC_CHECKS:
+            await getattr(self_check, name)(environment)
+        made = await environment.exec(
+            ["sh", "-c", "id -un; mkdir /made; stat -c %U /made"], user="root"
+        )
+        assert (made.returncode, made.stdout) == (0, "root\nroot\n"), made.stderr
+        assert (await environment.exec(["id", "-un"])).stdout == "orsbox\n"
