@@ -33,8 +33,9 @@ from bench.create import create_to_first_call
 from bench.harness import BENCH_LABEL, Bench, open_session
 from bench.roundtrip import docker_execs, timed
 from bench.stats import Row, ms, summary
-from orsbox.sandbox import DockerConfig, SandboxSpec
+from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.config import DockerConfig
 
 RUNTIMES = ("runc", "runsc")
 ENGINE = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")

@@ -6,10 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from orsbox.sandbox.config import BackendConfig, DockerConfig, load_config_file, parse_config
+from orsbox.sandbox.backend_config import BackendConfig
+from orsbox.sandbox.config import default_config, load_config_file, parse_config
 from orsbox.sandbox.image_map import ImageMap
 
 
@@ -222,8 +230,8 @@ class Settings(BaseSettings):
         return check_cell(value)
 
     # -- the sandbox backend (orsbox.sandbox.config) -------------------------------------
-    backend: BackendConfig = Field(
-        default_factory=DockerConfig,
+    backend: SerializeAsAny[BackendConfig] = Field(
+        default_factory=default_config,
         description='where sandboxes run, as JSON: {"type": "docker", "engine": '
         '"unix:///var/run/docker.sock", "runtime": "runsc"}; see orsbox.sandbox.config',
     )
@@ -240,8 +248,9 @@ class Settings(BaseSettings):
 
     @field_validator("backend", mode="before")
     @classmethod
-    def _backend_type(cls, value: Any) -> Any:
-        return parse_config(value) if isinstance(value, dict) else value
+    def _backend_type(cls, value: Any) -> BackendConfig:
+        """One of the backends' configs (`orsbox.sandbox.config.BACKENDS`), by its type."""
+        return parse_config(value)
 
     @model_validator(mode="after")
     def _backend_from_file(self) -> Settings:

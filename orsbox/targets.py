@@ -38,8 +38,9 @@ from orsbox.authoring.loading import is_manifest, load_environment
 from orsbox.bundle import bundled_target, bundled_targets
 from orsbox.errors import ManifestError, SandboxError
 from orsbox.formats import FormatOptions
+from orsbox.sandbox.backend_config import BackendConfig
 from orsbox.sandbox.base import SandboxBackend
-from orsbox.sandbox.config import BackendConfig, with_backend
+from orsbox.sandbox.config import with_backend
 from orsbox.sandbox.images import ImageStore
 
 log = logging.getLogger("orsbox.targets")

@@ -1,4 +1,5 @@
-"""The backends the sandbox conformance suite runs on, and their documented differences.
+"""The backends the sandbox conformance suite runs on, their documented differences, and
+what a test does to their sandboxes from outside the contract.
 
 `fake` is host processes (`orsbox.sandbox.fake`). `runc` runs on the engine
 tests/conftest.py's `docker_client` reaches. `runsc` (gVisor) runs on a private engine
@@ -6,8 +7,15 @@ tests/conftest.py's `docker_client` reaches. `runsc` (gVisor) runs on a private 
 API (scripts/start-podman-engine.sh, at `PODMAN_ENGINE`), both through the same Docker
 backend with only the engine address (and the runtime) changed. CI starts both and sets
 ORSBOX_REQUIRE_RUNSC=1 and ORSBOX_REQUIRE_PODMAN=1, so a missing one fails there instead
-of skipping. A test that cannot hold on one of them calls `differs(backend, name)`: a
-skip naming the difference, from the tables below.
+of skipping.
+
+Each is a `BackendUnderTest` in `UNDER_TEST`: the conformance tests receive it as the
+`under_test` fixture and never ask which backend they have. A test that cannot hold on
+one calls `under_test.differs(name)`, a skip naming the difference, from the tables
+below; where a backend answers otherwise but still holds the contract, the test asks
+`under_test.has(name)` for the named difference, or the backend's `capabilities`. What a
+test does from outside (kill the sandbox as a crash would, read its process table, enter
+it as an operator does) is the backend's `Outside`. A new backend joins with one entry.
 """
 
 from __future__ import annotations
@@ -17,19 +25,23 @@ import functools
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
+import anyio
 import docker
 import pytest
 
-from orsbox.sandbox import DockerConfig, Sandbox, SandboxBackend
+from orsbox.sandbox import Sandbox, SandboxBackend
 from orsbox.sandbox.capabilities import BackendCapabilities
-from orsbox.sandbox.config import is_gvisor
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.docker.config import DockerConfig, is_gvisor
 from orsbox.sandbox.docker.diagnosis import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox.docker.engine import engine_product
 from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
+from orsbox.sandbox.labels import label_value
 
 BACKENDS = ["fake", "runc", "runsc", "podman"]
 RUNSC_ENGINE = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
@@ -76,6 +88,16 @@ GVISOR_DIFFERENCES = {
     "becomes orphaned): when a timeout sweep has the shell or a command's processes "
     "stopped (killing a setsid'd process, a fork loop, a bomb) the shell survives, it "
     "catches HUP, but its earlier background jobs that do not ignore SIGHUP end",
+    "read-only-mount-error": "writing to a read-only host mount fails with EACCES "
+    "(permission denied) under gVisor, EROFS (read-only file system) under Linux",
+    "proc-status": "gVisor's /proc/self/status has no NoNewPrivs line and shows gVisor's "
+    "own capability set (the flag and the bound hold all the same)",
+}
+
+# What holds on the fake but not on an engine here: the machine reaches no registry.
+ENGINE_DIFFERENCES = {
+    "no-registry": "an engine pulls a missing parent image from a registry, and this "
+    "machine reaches none (the fake fails such a build at once)",
 }
 
 
@@ -233,48 +255,146 @@ def containers_of(runtime: str, server_id: str) -> list[str]:
     address = ENGINES.get(runtime)
     client = docker.DockerClient(base_url=address, timeout=60) if address else docker.from_env()
     try:
-        found = client.api.containers(all=True, filters={"label": f"{L.SERVER}={server_id}"})
+        mine = f"{L.SERVER}={label_value(server_id)}"
+        found = client.api.containers(all=True, filters={"label": mine})
     finally:
         client.close()
     return [c["Id"] for c in found]
 
 
-def conformance_backend(name: str) -> SandboxBackend:
-    """One of `BACKENDS`, ready to start sandboxes (or skipped, naming what is missing)."""
-    if name == "fake":
-        return FakeBackend()
-    runtime_available(name)
-    return docker_backend(name)
+class Outside(Protocol):
+    """What a test does to a backend's sandboxes from outside the contract."""
+
+    async def kill(self, backend: SandboxBackend, sandbox: Sandbox) -> None:
+        """End the sandbox as a crash or an operator would, behind the backend's back."""
+
+    async def processes(self, sandbox: Sandbox) -> str:
+        """The sandbox's process table (`ps -o pid,ppid,stat,args`, header included)."""
+
+    async def enter(self, backend: SandboxBackend, sandbox: Sandbox, argv: list[str]) -> None:
+        """Start `argv` in the sandbox as an operator's `docker exec` does (no parent in
+        it); the difference `no-container` where there is nothing to enter."""
+
+    async def execs(self, backend: SandboxBackend, sandbox: Sandbox) -> list[str]:
+        """The engine's exec sessions into the sandbox (none for the guest: it is the
+        container's own command)."""
+
+    def left_behind(self, sandbox: Sandbox) -> list[int]:
+        """Processes of a closed sandbox still running on the host (what the container
+        engine would remove with the container)."""
 
 
-def differences_of(backend: SandboxBackend) -> tuple[str, dict[str, str]]:
-    """Who `backend` is, for messages, and what it documents as different."""
-    if isinstance(backend, FakeBackend):
-        return "fake", FAKE_DIFFERENCES
-    assert isinstance(backend, DockerBackend)
-    if is_gvisor(backend.config.runtime):
-        return "gVisor", GVISOR_DIFFERENCES
-    if backend.config.engine == PODMAN_ENGINE:
-        return "Podman", PODMAN_DIFFERENCES
-    return "runc", {}
+class FakeOutside:
+    """Host processes: the sandbox's are those carrying its marker."""
 
+    async def kill(self, backend: SandboxBackend, sandbox: Sandbox) -> None:
+        fake(sandbox).crash()
 
-def differs(backend: SandboxBackend, name: str) -> None:
-    """Skip a test that cannot hold on this backend, naming the difference."""
-    known = (FAKE_DIFFERENCES, GVISOR_DIFFERENCES, PODMAN_DIFFERENCES)
-    assert any(name in table for table in known), f"no documented difference {name!r}"
-    who, differences = differences_of(backend)
-    if name in differences:
-        pytest.skip(f"{who} difference {name!r}: {differences[name]}")
-
-
-async def processes(sandbox: Sandbox) -> str:
-    """The sandbox's process table (`ps -o pid,ppid,stat,args`, header included); for
-    the fake, only the host processes carrying its marker (the host's table is shared)."""
-    if isinstance(sandbox, FakeSandbox):
+    async def processes(self, sandbox: Sandbox) -> str:
         pids = ",".join(map(str, marked(MARKER, sandbox.id)))
         return (await sandbox.exec(["ps", "-o", "pid,ppid,stat,args", "-p", pids])).output
-    return (await sandbox.exec(["ps", "-eo", "pid,ppid,stat,args"])).output
+
+    async def enter(self, backend: SandboxBackend, sandbox: Sandbox, argv: list[str]) -> None:
+        raise AssertionError("the fake has no container to enter: differs('no-container')")
+
+    async def execs(self, backend: SandboxBackend, sandbox: Sandbox) -> list[str]:
+        raise AssertionError("the fake has no engine: differs('no-container')")
+
+    def left_behind(self, sandbox: Sandbox) -> list[int]:
+        return marked(MARKER, fake(sandbox).id)
+
+
+class EngineOutside:
+    """A container of an engine serving the Docker API (Docker, the runsc engine, Podman)."""
+
+    async def kill(self, backend: SandboxBackend, sandbox: Sandbox) -> None:
+        await engine_backend(backend).engine.kill(sandbox.id)
+
+    async def processes(self, sandbox: Sandbox) -> str:
+        return (await sandbox.exec(["ps", "-eo", "pid,ppid,stat,args"])).output
+
+    async def enter(self, backend: SandboxBackend, sandbox: Sandbox, argv: list[str]) -> None:
+        container = engine_backend(backend).engine.client.containers.get(sandbox.id)
+        await anyio.to_thread.run_sync(lambda: container.exec_run(argv, detach=True))
+
+    async def execs(self, backend: SandboxBackend, sandbox: Sandbox) -> list[str]:
+        container = engine_backend(backend).engine.client.containers.get(sandbox.id)
+        return list(container.attrs.get("ExecIDs") or [])
+
+    def left_behind(self, sandbox: Sandbox) -> list[int]:
+        return []  # the container is gone: tests/conftest.py's no_leftover_containers
+
+
+def fake(sandbox: Sandbox) -> FakeSandbox:
+    assert isinstance(sandbox, FakeSandbox), sandbox
+    return sandbox
+
+
+def engine_backend(backend: SandboxBackend) -> DockerBackend:
+    assert isinstance(backend, DockerBackend), backend
+    return backend
+
+
+DIFFERENCE_TABLES = (FAKE_DIFFERENCES, GVISOR_DIFFERENCES, PODMAN_DIFFERENCES, ENGINE_DIFFERENCES)
+
+
+@dataclass(frozen=True)
+class BackendUnderTest:
+    """One backend of the conformance suite: `name` as `BACKENDS` lists it, `who` in
+    messages, `make` (after `fixtures`, e.g. the base image built), the `differences`
+    it documents, and what tests do from `outside`."""
+
+    name: str
+    who: str
+    make: Callable[[], SandboxBackend]
+    differences: Mapping[str, str]
+    outside: Outside
+    fixtures: tuple[str, ...] = ("base_image",)
+    marks: tuple[pytest.MarkDecorator, ...] = field(default=(pytest.mark.docker,))
+
+    def has(self, name: str) -> bool:
+        """Whether this backend documents the difference `name` (from any table)."""
+        assert any(name in table for table in DIFFERENCE_TABLES), f"no difference {name!r}"
+        return name in self.differences
+
+    def differs(self, name: str) -> None:
+        """Skip a test that cannot hold on this backend, naming the difference."""
+        if self.has(name):
+            pytest.skip(f"{self.who} difference {name!r}: {self.differences[name]}")
+
+    async def processes(self, sandbox: Sandbox) -> str:
+        return await self.outside.processes(sandbox)
+
+
+def _engine(name: str) -> Callable[[], SandboxBackend]:
+    def make() -> SandboxBackend:
+        runtime_available(name)
+        return docker_backend(name)
+
+    return make
+
+
+UNDER_TEST = {
+    "fake": BackendUnderTest(
+        "fake", "fake", FakeBackend, FAKE_DIFFERENCES, FakeOutside(), (), (pytest.mark.fake,)
+    ),
+    "runc": BackendUnderTest("runc", "runc", _engine("runc"), ENGINE_DIFFERENCES, EngineOutside()),
+    "runsc": BackendUnderTest(
+        "runsc",
+        "gVisor",
+        _engine("runsc"),
+        {**ENGINE_DIFFERENCES, **GVISOR_DIFFERENCES},
+        EngineOutside(),
+    ),
+    "podman": BackendUnderTest(
+        "podman",
+        "Podman",
+        _engine("podman"),
+        {**ENGINE_DIFFERENCES, **PODMAN_DIFFERENCES},
+        EngineOutside(),
+    ),
+}
+assert list(UNDER_TEST) == BACKENDS
 
 
 # What a Docker backend configured with runsc answers (tests/sandbox/test_capabilities.py

@@ -4,18 +4,26 @@ operator's say over runtimes environments ask for."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from orsbox.cli.backend_options import with_backend
 from orsbox.errors import SandboxError
-from orsbox.sandbox import DockerConfig, FakeConfig, SandboxLimits, create_backend
-from orsbox.sandbox.config import engine_address, is_gvisor, load_config_file
+from orsbox.sandbox import SandboxLimits, create_backend
+from orsbox.sandbox.config import load_config_file, with_options
+from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.options import address_space_bound
-from orsbox.sandbox.fake import FakeBackend
+from orsbox.sandbox.fake import FakeBackend, FakeConfig
 from orsbox.settings import Settings
+from tests.skeleton_backend import SkeletonConfig
+from tests.skeleton_backend.backend import SkeletonBackend
 from tests.test_access import refusal
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_settings_take_the_backend_as_json_with_or_without_its_type(
@@ -42,11 +50,22 @@ def test_a_backend_file_toml_or_json(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_cli_flags_lay_over_the_config() -> None:
     settings = Settings(backend=DockerConfig(allow_runtimes=["runsc"]))
-    flagged = with_backend(settings, "runsc", "unix:///other.sock")
+    flagged = with_backend(settings, {"runtime": "runsc", "engine": "unix:///other.sock"})
     assert flagged.backend == DockerConfig(
         runtime="runsc", engine="unix:///other.sock", allow_runtimes=["runsc"]
     )
-    assert with_backend(settings, None, None) is settings
+    assert with_backend(settings, {"runtime": None, "engine": None}) is settings
+
+
+def test_an_option_the_selected_backend_lacks_is_refused() -> None:
+    """Options are the selected backend's fields: the fake has no engine to point at."""
+    with pytest.raises(SandboxError, match="the fake backend has no option engine"):
+        with_options(FakeConfig(), engine="unix:///other.sock")
+    assert with_options(None, runtime="runsc") == DockerConfig(runtime="runsc")
+
+
+def test_a_former_privileges_name_is_still_accepted() -> None:
+    assert SandboxLimits(privileges="docker-default").privileges == "runtime-default"
 
 
 @pytest.mark.parametrize(
@@ -143,3 +162,67 @@ def test_runsc_and_its_variants_are_gvisor() -> None:
     for runtime in (None, "runc", "runscx", "kata"):
         assert not is_gvisor(runtime)
         assert address_space_bound(limits, runtime) is None
+
+
+# -- a new backend joins by one entry of the factory's list -------------------------------
+REGISTER_SKELETON = (
+    "import orsbox.sandbox.config as factory\n"
+    "from tests.skeleton_backend import SkeletonConfig\n"
+    "factory.BACKENDS = (*factory.BACKENDS, SkeletonConfig)\n"
+    "from orsbox.cli.main import app\n"
+    "app()\n"
+)
+
+
+@pytest.fixture
+def skeleton(monkeypatch: pytest.MonkeyPatch) -> type[SkeletonConfig]:
+    """The skeleton backend (tests/skeleton_backend/) listed by the factory: the one
+    change to orsbox a new backend makes."""
+    from orsbox.sandbox import config as factory
+
+    monkeypatch.setattr(factory, "BACKENDS", (*factory.BACKENDS, SkeletonConfig))
+    return SkeletonConfig
+
+
+def skeleton_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`orsbox ARGS` with the skeleton listed and selected (ORSBOX_BACKEND)."""
+    env = {**os.environ, "COLUMNS": "200", "ORSBOX_BACKEND": '{"type": "skeleton"}'}
+    return subprocess.run(
+        [sys.executable, "-c", REGISTER_SKELETON, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_listed_backend_is_selected_by_its_type_and_made_by_the_factory(
+    skeleton: type[SkeletonConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORSBOX_BACKEND", '{"type": "skeleton", "namespace": "rl"}')
+    config = Settings().backend
+    assert config == SkeletonConfig(namespace="rl")
+    backend = create_backend(config)
+    assert isinstance(backend, SkeletonBackend) and backend.config is config
+    assert not backend.capabilities.runtime_choice
+    flagged = with_backend(Settings(), {"namespace": "eval", "runtime_class": "gvisor"})
+    assert flagged.backend == SkeletonConfig(namespace="eval", runtime_class="gvisor")
+    assert create_backend(flagged.backend).capabilities.runtime == "gvisor"
+
+
+def test_the_cli_offers_the_selected_backends_flags() -> None:
+    for command in ("serve", "run"):
+        done = skeleton_cli(command, "--help")
+        assert done.returncode == 0, done.stderr
+        assert "--namespace" in done.stdout and "--runtime-class" in done.stdout
+        assert "--engine" not in done.stdout and "--runtime " not in done.stdout
+
+
+def test_doctor_asks_the_selected_backend() -> None:
+    done = skeleton_cli("doctor")
+    assert done.returncode == 1
+    assert "FAIL Skeleton cluster: no cluster answers for namespace orsbox" in done.stdout
+    assert "fix: point KUBECONFIG at a cluster" in done.stdout
+    assert "ok   egress guard: not needed" in done.stdout
+    assert "Docker" not in done.stdout and "squid" not in done.stdout, done.stdout

@@ -6,21 +6,29 @@ a function counts as much as one at the top.
 The layers, bottom up: `protocol` (the wire) and `errors` (the shared vocabulary) import
 nothing; `sandbox` sees `protocol`; `authoring` sees the sandbox contract; `formats` are
 loaders producing environments; the `server` sees everything below; the `cli` sees all.
-Inside `sandbox`, the Docker backend is confined: only the factory (`sandbox/config.py`)
-and its own package import `orsbox.sandbox.docker`; the modules that still reach in are
-listed by name in `DOCKER_REACHES` until issue 24's item 1 removes them.
 
-Only the factory tells backends apart (`KIND_DECIDERS`): elsewhere code asks the
-backend what it can do (`SandboxBackend.capabilities`) rather than compare its kind.
+The backend seam (docs/backends.md): each backend lives in its home (`BACKEND_HOMES`:
+the Docker package, the fake's two modules) and the factory (`orsbox/sandbox/config.py`)
+is the one module that imports a home. Outside the homes and the factory nothing names
+a backend's classes, engine address, host tools or owner labels (`BACKEND_WORDS`), and
+only the factory tells backends apart (`KIND_DECIDERS`): elsewhere code asks the
+backend what it can do (`SandboxBackend.capabilities`). A home imports only the neutral
+contract (`orsbox.errors` and the sandbox modules that are no home and not the factory),
+and so does the skeleton backend in tests/skeleton_backend/, the files a pod-per-session
+backend adds: that is what keeps docs/backends.md's file count true. The conformance
+suite (tests/sandbox/, marked `conformance`) imports no home and tells no backend apart:
+what differs is a capability or a named difference (tests/runtimes.py).
 
 The tests at the bottom are the test of this test: every forbidden import, added to a
-temporary copy of the package, makes it fail; so does a new comparison of kinds."""
+temporary copy of the package, makes it fail; so does a new comparison of kinds, a new
+reach into a home and a backend's word outside it."""
 
 from __future__ import annotations
 
 import ast
 import functools
 import itertools
+import re
 import shutil
 from pathlib import Path
 
@@ -28,6 +36,9 @@ import pytest
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "orsbox"
 ROOT = "orsbox"  # the package's own __init__: the public API (`orsbox.Environment`, ...)
+TESTS_ROOT = PACKAGE_ROOT.parent / "tests"
+SKELETON = "tests.skeleton_backend"  # a backend with no body (docs/backends.md)
+SKELETON_ROOT = TESTS_ROOT / "skeleton_backend"
 
 # layer -> the other layers it may import (its own submodules always)
 ALLOWED: dict[str, frozenset[str]] = {
@@ -75,13 +86,15 @@ KNOWN_EXCEPTIONS: dict[str, tuple[str, str]] = {
     ),
 }
 
-# Only the factory and the Docker package itself may import the Docker package.
+# Each backend's home: the modules that are that backend, which only the factory imports.
+FACTORY = "orsbox.sandbox.config"
+BACKEND_HOMES: dict[str, tuple[str, ...]] = {
+    "docker": ("orsbox.sandbox.docker",),
+    "fake": ("orsbox.sandbox.fake", "orsbox.sandbox.fake_images"),
+}
+HOMES = tuple(module for home in BACKEND_HOMES.values() for module in home)
 DOCKER = "orsbox.sandbox.docker"
-DOCKER_IMPORTERS = ("orsbox.sandbox.config", DOCKER)
-# Issue 24, item 1 removes these: images go through the backend's image store, host
-# housekeeping and capabilities through the contract. A new one fails, and an entry that
-# no longer reaches in fails until it is removed from here.
-DOCKER_REACHES: frozenset[str] = frozenset()
+NEUTRAL_OUTSIDE_SANDBOX = ("orsbox.errors",)  # what a home may import besides the sandbox's
 
 # Only the factory tells backends apart: elsewhere, code asks the backend what it can do
 # (`SandboxBackend.capabilities`), never which one it is (`kind`/`type` compared with a
@@ -90,9 +103,22 @@ BACKEND_NAMES = frozenset({"docker", "fake"})
 BACKEND_CLASSES = frozenset(
     {"DockerConfig", "FakeConfig", "DockerBackend", "FakeBackend", "DockerSandbox", "FakeSandbox"}
 )
-KIND_DECIDERS = ("orsbox.sandbox.config", DOCKER, "orsbox.sandbox.fake")
-# Issue 24, item 1 removes these (the image half): shrinking only, as DOCKER_REACHES.
+KIND_DECIDERS = (FACTORY, *HOMES)
+# Issue 24, item 1 removes these (the image half): shrinking only.
 KIND_CHECKS: frozenset[str] = frozenset()
+
+# What only a backend's home says: the words of its engine and host tools, in code (not in
+# docstrings or a logger's name), besides the names of the classes its home defines and
+# the keys of its owner labels (found in the homes themselves).
+BACKEND_WORDS = re.compile(r"\b(DOCKER_HOST|iptables|ip6tables|squid|kubectl)\b|^unix://|^docker$")
+# Modules that still say them, with why; shrinking only (an entry no longer saying any
+# fails until it is removed).
+KNOWN_BACKEND_WORDS: dict[str, str] = {
+    "orsbox.cluster": "`orsbox cluster up` deploys cells each with a private Docker engine "
+    "(docs/cluster.md): deployment around the Docker backend, not the sandbox contract",
+    "orsbox.integrations.harbor": "an error message (user-visible) pointing at the "
+    "server's squid allow-lists",
+}
 
 # third-party packages a layer must never import (a prefix also forbids its submodules)
 FORBIDDEN_PACKAGES = {
@@ -162,10 +188,12 @@ def layer_of(name: str, tops: frozenset[str]) -> str:
 Imports = list[tuple[str, int, str]]
 
 
-def package_imports(root: Path) -> Imports:
-    """(module, line, imported) for every import of every module under `root`."""
+def package_imports(folder: Path, root: Path | None = None) -> Imports:
+    """(module, line, imported) for every import of every module under `folder`, named
+    from `root` (default: `folder` is the package's root)."""
+    root = root or folder
     found = []
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(folder.rglob("*.py")):
         module = module_name(path, root)
         found += [(module, line, imported) for line, imported in imports_of(path, root)]
     return found
@@ -188,20 +216,188 @@ def layer_violations(imports: Imports, tops: frozenset[str]) -> list[str]:
     return sorted(found)
 
 
-def docker_reaches(imports: Imports) -> dict[str, list[str]]:
-    """Module -> what it imports of the Docker package, for modules outside it and the factory."""
+def home_of(module: str) -> str | None:
+    """The backend home `module` belongs to, if any."""
+    return next((home for home in HOMES if reaches(module, home)), None)
+
+
+def backend_reaches(imports: Imports) -> dict[str, list[str]]:
+    """Module -> what it imports of a backend's home, for modules outside it and the factory."""
     found: dict[str, list[str]] = {}
     for module, line, imported in imports:
-        if reaches(imported, DOCKER) and not any(reaches(module, m) for m in DOCKER_IMPORTERS):
-            found.setdefault(module, []).append(f"line {line}: {imported}")
+        home = home_of(imported)
+        if home is None or module == FACTORY or reaches(module, home):
+            continue
+        if home_of(module) is not None and BACKEND_OF.get(home) == BACKEND_OF.get(home_of(module)):
+            continue  # the fake's two modules are one home
+        found.setdefault(module, []).append(f"line {line}: {imported}")
     return found
 
 
-def docker_violations(imports: Imports) -> list[str]:
-    reached = docker_reaches(imports)
+BACKEND_OF = {module: name for name, home in BACKEND_HOMES.items() for module in home}
+
+
+def backend_violations(imports: Imports) -> list[str]:
+    reached = backend_reaches(imports)
     return sorted(
-        f"{module} imports {DOCKER} ({reached[module][0]}): go through the sandbox contract"
-        for module in set(reached) - DOCKER_REACHES
+        f"{module} imports a backend ({reached[module][0]}): go through the sandbox contract"
+        for module in reached
+    )
+
+
+def neutral(imported: str) -> bool:
+    """Part of the neutral contract: `orsbox.errors`, or a sandbox module that is no
+    backend's home and not the factory (nor the package's face, which imports it)."""
+    if any(reaches(imported, m) for m in NEUTRAL_OUTSIDE_SANDBOX):
+        return True
+    inside = imported.startswith("orsbox.sandbox.")
+    return inside and home_of(imported) is None and not reaches(imported, FACTORY)
+
+
+def contract_violations(imports: Imports, home: str, own: tuple[str, ...]) -> list[str]:
+    """Imports of orsbox by `home`'s modules that are neither `own` nor neutral."""
+    return sorted(
+        f"{module} (line {line}) imports {imported}: a backend sees the neutral contract only"
+        for module, line, imported in imports
+        if reaches(module, home)
+        and (reaches(imported, ROOT) or reaches(imported, "tests"))
+        and not any(reaches(imported, m) for m in own)
+        and not neutral(imported)
+    )
+
+
+def home_violations(imports: Imports) -> list[str]:
+    return [
+        found
+        for home in BACKEND_HOMES.values()
+        for module in home
+        for found in contract_violations(imports, module, home)
+    ]
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants in `tree`."""
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _logger_names(tree: ast.AST) -> set[int]:
+    """ids of the constants naming a logger (`logging.getLogger("orsbox.server")`)."""
+    return {
+        id(arg)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "getLogger"
+        for arg in node.args
+    }
+
+
+def home_vocabulary(sources: dict[str, tuple[str, str]]) -> frozenset[str]:
+    """The classes the homes define and the owner-label keys their labels modules name
+    (`sources`: module -> (file name, source))."""
+    words: set[str] = set()
+    for module, (name, source) in sources.items():
+        if home_of(module) is not None:
+            words |= _vocabulary_in(source, labels=name == "labels.py")
+    return frozenset(words)
+
+
+@functools.cache
+def _vocabulary_in(source: str, *, labels: bool) -> frozenset[str]:
+    """The classes a home's module defines; with `labels`, its dotted label keys too."""
+    tree = ast.parse(source)
+    words = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    if labels:
+        words |= {
+            node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and "." in node.value.value
+        }
+    return frozenset(words)
+
+
+@functools.cache
+def words_in(source: str, vocabulary: frozenset[str]) -> list[tuple[int, str]]:
+    """(line, word) for each backend word `source` says in code."""
+    tree = ast.parse(source)
+    skipped = _docstrings(tree) | _logger_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        name = getattr(node, "id", None) or getattr(node, "attr", None)
+        if isinstance(node, ast.alias):
+            name = node.name.rsplit(".", 1)[-1]
+        if name in vocabulary:
+            found.append((getattr(node, "lineno", 0), name))
+        said = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if said and id(node) not in skipped and _is_backend_word(node.value, vocabulary):
+            found.append((node.lineno, node.value[:60]))
+    return found
+
+
+def _is_backend_word(text: str, vocabulary: frozenset[str]) -> bool:
+    return text in vocabulary or BACKEND_WORDS.search(text) is not None
+
+
+def backend_words(root: Path) -> dict[str, list[tuple[int, str]]]:
+    """Module -> the backend words it says, outside the homes and the factory."""
+    sources = {
+        module_name(path, root): (path.name, path.read_text()) for path in root.rglob("*.py")
+    }
+    vocabulary = home_vocabulary(sources)
+    found = {}
+    for module, (_, source) in sorted(sources.items()):
+        if module == FACTORY or home_of(module) is not None:
+            continue
+        if said := words_in(source, vocabulary):
+            found[module] = said
+    return found
+
+
+def conformance_modules() -> list[Path]:
+    """The conformance suite's modules (marked `conformance`)."""
+    return [
+        path
+        for path in sorted((TESTS_ROOT / "sandbox").glob("*.py"))
+        if "pytest.mark.conformance" in path.read_text()
+    ]
+
+
+def conformance_violations(paths: list[Path], root: Path = TESTS_ROOT) -> list[str]:
+    """Imports of a backend's home, kind checks, and a look at a backend's own parts
+    (its `config`, its `engine`) in conformance modules."""
+    found = []
+    for path in paths:
+        module, source = module_name(path, root), path.read_text()
+        found += [
+            f"{module} (line {line}) imports {imported}: ask `under_test`"
+            for line, imported in imports_of(path, root)
+            if home_of(imported) is not None
+        ]
+        found += [
+            f"{module} (line {line}) tells backends apart" for line in _kind_checks_in(source)
+        ]
+        found += [
+            f"{module} (line {node.lineno}) reads a backend's .{node.attr}: ask `under_test`"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr in ("config", "engine")
+        ]
+    return sorted(found)
+
+
+def word_violations(root: Path) -> list[str]:
+    return sorted(
+        f"{module} (line {said[0][0]}) says {said[0][1]!r}: a backend's word, for its home"
+        for module, said in backend_words(root).items()
+        if not any(reaches(module, known) for known in KNOWN_BACKEND_WORDS)
     )
 
 
@@ -269,9 +465,11 @@ def violations(root: Path) -> list[str]:
     imports = package_imports(root)
     return (
         layer_violations(imports, top_levels(root))
-        + docker_violations(imports)
+        + backend_violations(imports)
+        + home_violations(imports)
         + package_violations(imports)
         + kind_violations(root)
+        + word_violations(root)
     )
 
 
@@ -280,8 +478,43 @@ def test_every_layer_imports_only_what_it_may() -> None:
     assert not found, "imports outside the layer's allow-list (ALLOWED):\n" + "\n".join(found)
 
 
-def test_docker_is_imported_only_by_the_factory_and_itself() -> None:
-    found = docker_violations(package_imports(PACKAGE_ROOT))
+def test_a_backend_is_imported_only_by_the_factory_and_itself() -> None:
+    found = backend_violations(package_imports(PACKAGE_ROOT))
+    assert not found, "\n".join(found)
+
+
+def test_every_backend_the_factory_lists_has_a_home() -> None:
+    from orsbox.sandbox.config import BACKENDS
+
+    for config in BACKENDS:
+        home = home_of(config.__module__)
+        assert home is not None and BACKEND_OF[home] == config.tag(), config
+
+
+def test_a_backend_imports_only_the_neutral_contract() -> None:
+    found = home_violations(package_imports(PACKAGE_ROOT))
+    assert not found, "\n".join(found)
+
+
+def test_only_a_backend_says_its_words() -> None:
+    """Its classes, engine, host tools and owner labels stay in its home."""
+    found = word_violations(PACKAGE_ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_the_skeleton_backend_imports_only_the_neutral_contract() -> None:
+    """The files a pod-per-session backend adds (tests/skeleton_backend/) need nothing
+    but the contract: no other backend, no layer above the sandbox, not the factory."""
+    imports = package_imports(SKELETON_ROOT, root=TESTS_ROOT)
+    assert {m for m, _, _ in imports} >= {SKELETON, f"{SKELETON}.backend", f"{SKELETON}.images"}
+    found = contract_violations(imports, SKELETON, (SKELETON,))
+    assert not found, "\n".join(found)
+
+
+def test_the_conformance_suite_tells_no_backend_apart() -> None:
+    """Its tests name no backend: a difference is a capability or a named entry of the
+    backend's differences (tests/runtimes.py, which alone knows the backends)."""
+    found = conformance_violations(conformance_modules())
     assert not found, "\n".join(found)
 
 
@@ -298,8 +531,9 @@ def test_layers_keep_third_party_packages_out() -> None:
 def test_the_known_exceptions_still_occur() -> None:
     """The lists only shrink: an entry fixed is an entry to remove."""
     imports = package_imports(PACKAGE_ROOT)
-    fixed = DOCKER_REACHES - set(docker_reaches(imports))
-    assert not fixed, f"no longer reaching into {DOCKER} (remove from DOCKER_REACHES): {fixed}"
+    saying = set(backend_words(PACKAGE_ROOT))
+    for known in KNOWN_BACKEND_WORDS:
+        assert any(reaches(m, known) for m in saying), f"{known}: remove from KNOWN_BACKEND_WORDS"
     fixed = KIND_CHECKS - set(kind_checks(PACKAGE_ROOT))
     assert not fixed, f"no longer telling backends apart (remove from KIND_CHECKS): {fixed}"
     for module, (imported, _) in KNOWN_EXCEPTIONS.items():
@@ -357,18 +591,94 @@ def test_each_forbidden_layer_import_fails(package_copy: Path, layer: str, other
 
 
 @pytest.mark.parametrize(
-    "module",
-    ["orsbox/formats/swebench/grading.py", "orsbox/authoring/container.py", "orsbox/server/app.py"],
+    ("module", "reach"),
+    [
+        ("orsbox/formats/swebench/grading.py", "from orsbox.sandbox.docker.engine import connect"),
+        ("orsbox/authoring/container.py", "from orsbox.sandbox.docker.config import DockerConfig"),
+        ("orsbox/server/app.py", "from orsbox.sandbox.fake import FakeBackend"),
+        ("orsbox/sandbox/pool.py", "import orsbox.sandbox.fake_images"),
+        ("orsbox/sandbox/fake.py", "from orsbox.sandbox.docker import labels"),
+    ],
 )
-def test_a_new_reach_into_docker_fails(package_copy: Path, module: str) -> None:
-    path = package_copy.parent / module
+def test_a_new_reach_into_a_backend_fails(package_copy: Path, module: str, reach: str) -> None:
+    found = with_source(package_copy / module.removeprefix("orsbox/"), reach)
+    assert any("imports a backend" in line for line in found), found
+
+
+@pytest.mark.parametrize(
+    "reach",
+    [
+        "from orsbox.server import app",
+        "from orsbox.sandbox.config import create_backend",
+        "from orsbox.sandbox import SandboxSpec",
+        "from orsbox.authoring import tools",
+    ],
+)
+def test_a_backend_reaching_past_the_contract_fails(package_copy: Path, reach: str) -> None:
+    found = with_source(package_copy / "sandbox" / "docker" / "labels.py", reach)
+    assert any("a backend sees the neutral contract only" in line for line in found), found
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("server/app.py", 'ENGINE = "unix:///var/run/docker.sock"'),
+        ("cli/doctor.py", 'FIX = "apt-get install iptables"'),
+        ("server/policy.py", 'HOST = os.environ["DOCKER_HOST"]'),
+        ("cli/ps.py", 'ARGV = ["docker", "ps"]'),
+        ("cli/gc.py", "def f(x):\n    return x.DockerSandbox"),
+        ("server/sessions.py", 'KEY = "orsbox.pid_start"'),
+    ],
+)
+def test_a_backend_word_outside_its_home_fails(
+    package_copy: Path, module: str, source: str
+) -> None:
+    found = with_source(package_copy / module, source)
+    assert any("a backend's word" in line for line in found), found
+
+
+def test_docstrings_and_logger_names_are_not_words() -> None:
+    source = '"""Docker: iptables and squid."""\nimport logging\nlog = logging.getLogger("orsbox.host")\n'
+    assert words_in(source, frozenset({"orsbox.host"})) == []
+
+
+def with_source(path: Path, source: str) -> list[str]:
+    """The copy's violations with `source` appended to the module at `path`."""
     before = path.read_text()
-    path.write_text(before + "\nfrom orsbox.sandbox.docker.engine import connect\n")
+    path.write_text(before + "\n" + source + "\n")
     try:
-        found = violations(package_copy)
+        return violations(next(p for p in path.parents if p.name == ROOT))
     finally:
         path.write_text(before)
-    assert any(f"imports {DOCKER}" in line for line in found), found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from orsbox.sandbox.docker import DockerBackend",
+        "from orsbox.sandbox.fake import FakeSandbox",
+        "def f(backend):\n    return backend.config.runtime == 'runsc'",
+        "def f(backend):\n    return backend.engine.kill('x')",
+        "def f(s):\n    return isinstance(s, FakeSandbox)",
+    ],
+)
+def test_a_conformance_test_naming_a_backend_fails(tmp_path: Path, source: str) -> None:
+    probe = tmp_path / "tests" / "sandbox" / "test_probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(f"import pytest\npytestmark = pytest.mark.conformance\n{source}\n")
+    assert conformance_violations([probe], tmp_path / "tests"), source
+
+
+@pytest.mark.parametrize(
+    "reach",
+    ["from tests.runtimes import UNDER_TEST", "from orsbox.sandbox.docker import labels"],
+)
+def test_a_skeleton_reaching_past_the_contract_fails(tmp_path: Path, reach: str) -> None:
+    copy = tmp_path / "tests" / "skeleton_backend"
+    shutil.copytree(SKELETON_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "images.py").write_text((copy / "images.py").read_text() + reach + "\n")
+    imports = package_imports(copy, root=tmp_path / "tests")
+    assert contract_violations(imports, SKELETON, (SKELETON,))
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,8 @@ def http_page() -> str:
 
 
 def _schema() -> dict[str, Any]:
-    from orsbox.sandbox.config import FakeConfig, create_backend
+    from orsbox.sandbox.config import create_backend
+    from orsbox.sandbox.fake import FakeConfig
     from orsbox.server.app import create_app
     from orsbox.settings import Settings
     from orsbox.targets import resolve_target

@@ -29,7 +29,8 @@ from orsbox.bundle import (
 from orsbox.cli.dataset_options import with_dataset_options
 from orsbox.errors import ManifestError, OrsboxError, SandboxError
 from orsbox.formats import FormatOptions
-from orsbox.sandbox.config import BackendConfig, with_backend
+from orsbox.sandbox.backend_config import BackendConfig
+from orsbox.sandbox.config import with_backend
 from orsbox.sandbox.images import LOCAL_DEBIAN, BuildLog, ImageRecipe, ImageStore
 
 console = Console(stderr=True, highlight=False)

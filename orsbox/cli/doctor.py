@@ -1,11 +1,12 @@
-"""`orsbox doctor`: can this machine run sandboxes, and what to do when it cannot.
+"""`orsbox doctor`: can this machine run orsbox sandboxes, and what to do when it cannot.
 
-Three groups of checks, each answer with a fix: the Docker engine answers; the images
-the bundled environments need exist; and the engine enforces the limits orsbox sets
-(memory, pids, cpus, no network, an init process), proven by a tiny real container
-reading its own cgroup, not by trusting `docker info`. Then the network checks
-(`doctor_network.py`): the egress guard's rules, put in place and read back, and squid
-for allow-listed networks.
+Every check comes from the selected backend (ORSBOX_BACKEND), each answer with a fix:
+what runs the sandboxes answers (`BackendConfig.title`, `SandboxBackend.describe`; the
+Docker engine); the images the bundled environments need exist; the backend's own
+checks (`engine_checks`; Docker: the limits orsbox sets are enforced, proven by a tiny
+real container reading its own cgroup, and the runtimes it offers); and its network
+checks (`network_checks`; Docker: the egress guard's rules, put in place and read back,
+and squid for allow-listed networks).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import os
 import typer
 from rich.console import Console
 
+from orsbox.errors import SandboxError
 from orsbox.sandbox.base import SandboxBackend
-from orsbox.sandbox.config import DEFAULT_ENGINE
 from orsbox.sandbox.diagnosis import EngineCheck
 
 out = Console(highlight=False)
 
-Check = EngineCheck  # one answer with its fix; the network checks' too
+Check = EngineCheck  # one answer with its fix
 
 
 def report(check: Check) -> None:
@@ -32,25 +33,39 @@ def report(check: Check) -> None:
 
 
 def engine_check() -> tuple[Check, list[Check] | None]:
-    """The configured backend's engine: who answers, and its own checks (limits enforced,
+    """The configured backend: who answers, and its own checks (limits enforced,
     runtimes offered), or None when nothing answers."""
     from orsbox.sandbox.config import with_backend
     from orsbox.settings import Settings
 
     config = Settings().backend
-    where = getattr(config, "engine", None) or os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
     try:
         description, checks = with_backend(config, _describe)
     except Exception as e:
-        fix = "start one with `bash scripts/start-docker.sh` (it installs docker.io if needed)"
-        if os.environ.get("DOCKER_HOST"):
-            fix += f", or unset DOCKER_HOST / point it at a running engine (it is {where})"
-        return Check("Docker engine", False, f"no Docker engine answers at {where}: {e}", fix), None
-    return Check("Docker engine", True, description), checks
+        return config.unreachable(e), None
+    return Check(config.title, True, description), checks
 
 
 async def _describe(backend: SandboxBackend) -> tuple[str, list[Check]]:
     return await backend.describe(), await backend.engine_checks()
+
+
+def network_checks() -> list[Check]:
+    """The backend's checks of the guard it gives networked sandboxes, under a doctor
+    id whatever it puts in place (removed before it answers)."""
+    from orsbox.sandbox.config import with_backend
+    from orsbox.server.policy import allows_allowlist
+    from orsbox.settings import Settings
+
+    settings = Settings()
+
+    async def ask(backend: SandboxBackend) -> list[Check]:
+        return await backend.network_checks(allowlists=allows_allowlist(settings))
+
+    try:
+        return with_backend(settings.backend, ask, server_id=f"doctor-{os.getpid()}")
+    except SandboxError:  # a backend that cannot be made: engine_check said why
+        return []
 
 
 def image_checks() -> list[Check]:
@@ -83,8 +98,6 @@ def doctor() -> None:
     check, engine_checks = engine_check()
     checks = [check]
     report(check)
-    from orsbox.cli.doctor_network import network_checks
-
     found = [*image_checks(), *engine_checks] if engine_checks is not None else []
     for check in [*found, *network_checks()]:
         report(check)

@@ -4,8 +4,8 @@ within their bounds.
 * sandbox containers of dead servers (and, with --all, of every server);
 * fork images of dead servers (`orsbox.server.forks`);
 * what dead servers left on the host outside their sandboxes, as the backend sweeps it
-  (`SandboxBackend.sweep_host_state`; Docker: the egress guard's iptables rules and
-  proxies, and the networks they created that no container is on);
+  (`SandboxBackend.sweep_host_state`, in the backend's words; Docker: the egress guard's
+  rules and proxies, and the networks they created that no container is on);
 * setup snapshots (`orsbox.sandbox.setup_snapshots`): listed, then the least recently
   used removed past `ORSBOX_SETUP_SNAPSHOTS_MAX_ENTRIES` / `_MAX_BYTES` (the bounds a
   server applies), or all of them (of one environment with --environment) with
@@ -94,14 +94,8 @@ async def _host_state(backend: SandboxBackend, everything: bool) -> None:
     """What dead servers left on the host outside their sandboxes (nothing to say for a
     backend that leaves nothing there)."""
     swept = await backend.sweep_host_state(everything=everything)
-    if swept is None:
-        return
-    out.print(f"{swept.proxies} egress proxy(ies) of dead servers stopped.")
-    if swept.rules_error is not None:
-        out.print(f"egress guard rules not looked at: {swept.rules_error}")
-        return
-    out.print(f"{swept.rules} egress guard rule(s) of dead servers removed.")
-    out.print(f"{swept.networks} network(s) of dead servers removed.")
+    for line in swept.lines if swept is not None else ():
+        out.print(line)
 
 
 async def _images(store: SnapshotStore, everything: bool, environment: str | None) -> None:

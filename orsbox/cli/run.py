@@ -169,6 +169,7 @@ def _first_split(url: str, env: str, token: str | None) -> str:
 
 
 @with_dataset_options
+@B.with_backend_options
 def run(
     env: Annotated[
         str,
@@ -193,8 +194,7 @@ def run(
     url: ServerUrl = None,
     token: ServerToken = None,
     dataset: FormatOptions | None = None,
-    runtime: B.Runtime = None,
-    engine: B.Engine = None,
+    backend_flags: B.BackendFlags | None = None,
     grading_errors: G.GradingErrors = None,
 ) -> None:
     """Play one scripted episode and print what happens.
@@ -207,7 +207,7 @@ def run(
         with failures_exit("episode"), contextlib.ExitStack() as stack:
             name = env
             if url is None:
-                settings = B.with_backend(Settings(), runtime, engine)
+                settings = B.with_backend(Settings(), backend_flags)
                 settings = G.with_grading_errors(settings, grading_errors)
                 environments = local_environment(env, dataset or FormatOptions(), settings)
                 name = environments[0].name().lower()

@@ -27,6 +27,7 @@ TARGETS_HELP = (
 
 
 @D.with_dataset_options
+@B.with_backend_options
 def serve(
     targets: Annotated[
         list[str] | None, typer.Argument(help=TARGETS_HELP, show_default=False)
@@ -48,8 +49,7 @@ def serve(
         str, typer.Option(help="human, or json: one object a line with session and call ids")
     ] = _DEFAULTS.log_format,
     dataset: D.FormatOptions | None = None,
-    runtime: B.Runtime = None,
-    engine: B.Engine = None,
+    backend_flags: B.BackendFlags | None = None,
     grading_errors: G.GradingErrors = None,
 ) -> None:
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
@@ -79,7 +79,7 @@ def serve(
     )
     if dataset is not None:  # --image-map (and ORSBOX_IMAGE_MAP) for the sandbox API too
         settings = settings.model_copy(update={"image_map": dataset.image_map.texts()})
-    settings = B.with_backend(settings, runtime, engine)
+    settings = B.with_backend(settings, backend_flags)
     settings = G.with_grading_errors(settings, grading_errors)
     try:  # image targets and missing images: on the engine the sandboxes will run on
         environments = resolve_targets(targets or [], dataset, settings.backend)

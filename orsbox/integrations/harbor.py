@@ -42,7 +42,7 @@ from orsbox.integrations.handles import LocalSandbox, RemoteSandbox, SandboxHand
 from orsbox.integrations.sandbox_client import SandboxApiClient
 from orsbox.integrations.streams import run_split
 from orsbox.sandbox.base import SandboxBackend, SandboxLimits, SandboxSpec
-from orsbox.sandbox.config import DockerConfig, create_backend
+from orsbox.sandbox.config import create_backend, with_options
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.images import ensure_built
 
@@ -106,7 +106,7 @@ class OrsboxEnvironment(BaseEnvironment):
             cpus=float(self._effective_cpus or 1),
             memory_bytes=(self._effective_memory_mb or 2048) * 1024**2,
             network=mode == NetworkMode.PUBLIC,
-            privileges="docker-default",  # Harbor's containers keep Docker's default set
+            privileges="runtime-default",  # Harbor's containers keep Docker's default set
         )
         if self._options.url:
             self._handle = await self._start_remote(limits)
@@ -117,20 +117,20 @@ class OrsboxEnvironment(BaseEnvironment):
         await self.ensure_dirs(self._mount_targets(writable_only=True))
 
     async def _start_local(self, limits: SandboxLimits, force_build: bool) -> SandboxHandle:
+        """On the default backend (Docker) with the options given, from the factory."""
         rules = [r for r in (self._options.image_map or "").split(",") if r.strip()]
-        config = DockerConfig(
-            engine=self._options.engine, runtime=self._options.runtime, image_map=rules
-        )
+        options = {"engine": self._options.engine, "runtime": self._options.runtime}
+        config = with_options(None, **options, image_map=rules or None)
         self._backend = create_backend(config)
         spec = SandboxSpec(
-            image=await self._image(self._backend, config, force_build),
+            image=await self._image(self._backend, ImageMap.parse(rules), force_build),
             limits=limits,
             env=self._merge_env(None) or {},
-            labels={"orsbox.harbor.session": self.session_id[:100]},
+            labels={"orsbox.harbor.session": self.session_id},
         )
         return LocalSandbox(await self._backend.start(spec))
 
-    async def _image(self, backend: SandboxBackend, config: DockerConfig, force_build: bool) -> str:
+    async def _image(self, backend: SandboxBackend, image_map: ImageMap, force_build: bool) -> str:
         """The task's image as orsbox's own Harbor loader finds it (docker_image, the
         compose service or the Dockerfile, FROM lines through the image map), built
         here when it is a Dockerfile's."""
@@ -138,7 +138,7 @@ class OrsboxEnvironment(BaseEnvironment):
             self.environment_name,
             self.environment_dir,
             docker_image=self.task_env_config.docker_image,
-            image_map=ImageMap.parse(config.image_map),
+            image_map=image_map,
             build_timeout_s=self.task_env_config.build_timeout_sec,
         )
         if found.recipe is not None:

@@ -1,5 +1,6 @@
 """Sandboxes: where an agent's commands run. See `base` for the contract."""
 
+from orsbox.sandbox.backend_config import BackendConfig
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -11,16 +12,14 @@ from orsbox.sandbox.base import (
     SandboxLimits,
     SandboxSpec,
 )
-from orsbox.sandbox.config import BackendConfig, DockerConfig, FakeConfig, create_backend
+from orsbox.sandbox.config import create_backend
 from orsbox.sandbox.images import ImageRecipe, ImageStore
 
 __all__ = [
     "EXEC_TIMEOUT_S",
     "OUTPUT_CAP_BYTES",
     "BackendConfig",
-    "DockerConfig",
     "ExecResult",
-    "FakeConfig",
     "HostMount",
     "ImageRecipe",
     "ImageStore",

@@ -29,17 +29,21 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orsbox.errors import SandboxError
+from orsbox.sandbox.diagnosis import EngineCheck
+from orsbox.sandbox.labels import check_labels
 
 if TYPE_CHECKING:
     from orsbox.sandbox.capabilities import BackendCapabilities
-    from orsbox.sandbox.diagnosis import EngineCheck
-    from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
+    from orsbox.sandbox.host_state import HostStateSwept
     from orsbox.sandbox.images import ImageStore
     from orsbox.sandbox.snapshots import SnapshotStore
     from orsbox.sandbox.usage import ResourceUsage
 
 EXEC_TIMEOUT_S = 60.0
 OUTPUT_CAP_BYTES = 64 * 1024
+NO_GUARD_NEEDED = EngineCheck(
+    "egress guard", True, "not needed: the backend gives sandboxes no network of theirs"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,17 +121,19 @@ class SandboxLimits(BaseModel):
     writable_layer_bytes: int | None = Field(
         default=None,
         gt=0,
-        description="bound on what the sandbox adds to its image's files (the container's "
-        "writable layer), the root filesystem staying writable: measured after every call "
+        description="bound on what the sandbox adds to its image's files (its writable "
+        "layer), the root filesystem staying writable: measured after every call "
         "and every few seconds; passing it ends the sandbox with an error naming the bound "
         "(Harbor's storage_mb; docs/harbor.md)",
     )
-    privileges: Literal["hardened", "docker-default"] = Field(
+    privileges: Literal["hardened", "runtime-default"] = Field(
         default="hardened",
         description="hardened: every capability dropped and no privilege gain through "
-        "setuid (root can do little; sudo cannot work); docker-default: Docker's default "
-        "capability set and setuid allowed, as a plain `docker run` gives (what Harbor's "
-        "containers get: apt and sudo work). docs/harbor.md weighs the two",
+        "setuid (root can do little; sudo cannot work); runtime-default: the container "
+        "runtimes' default capability set (Docker's, containerd's, a Kubernetes pod's "
+        "without a securityContext) and setuid allowed, as a plain `docker run` gives "
+        "(what Harbor's containers get: apt and sudo work); its former name "
+        "docker-default is still accepted. docs/harbor.md weighs the two",
     )
     cap_add: tuple[str, ...] = ()
     privileged: bool = False
@@ -135,10 +141,16 @@ class SandboxLimits(BaseModel):
     read_only_root: bool = False
     runtime: str | None = Field(
         default=None,
-        description="the isolation to run under: an OCI runtime of the Docker backend, "
-        "e.g. runsc (gVisor); None: the backend's configured one. Outside that, the "
-        "operator must allow it (DockerConfig.allow_runtimes)",
+        description="the isolation to run under, e.g. runsc (gVisor), where the backend "
+        "chooses a runtime per sandbox (`BackendCapabilities.runtime_choice`); None: the "
+        "backend's configured one. Outside that, the operator must allow it (the backend "
+        "config's allow_runtimes)",
     )
+
+    @field_validator("privileges", mode="before")
+    @classmethod
+    def _former_name(cls, value: object) -> object:
+        return "runtime-default" if value == "docker-default" else value
 
     @model_validator(mode="after")
     def _hosts_only_for_allowlist(self) -> SandboxLimits:
@@ -184,8 +196,17 @@ class SandboxSpec(BaseModel):
     )
     workdir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    labels: dict[str, str] = Field(default_factory=dict, description="extra labels")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra labels: keys and values as Kubernetes takes them; a value "
+        "that is not one is rewritten to fit (`orsbox.sandbox.labels`)",
+    )
     session_id: str = "none"
+
+    @field_validator("labels")
+    @classmethod
+    def _valid_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return check_labels(labels)
 
 
 @dataclass
@@ -310,7 +331,6 @@ class SandboxBackend(abc.ABC):
     """Creates sandboxes and cleans up after dead servers; keeps the images they start
     from (`images`)."""
 
-    kind: Literal["docker", "fake"]
     snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox
     # What it can do (`capabilities.py`): as configured, and as its engine is once the
     # backend has reached it (Podman's limits: any engine call, `describe()` included)
@@ -345,10 +365,17 @@ class SandboxBackend(abc.ABC):
         nothing there. Raises `SandboxError` when the engine cannot be asked."""
         return None
 
-    async def check_network_guard(self) -> NetworkGuardReport | None:
-        """Put the guard of networked sandboxes in place under a throwaway owner, read
-        it back and remove it (`orsbox doctor`); None: this backend has no guard.
-        Raises `SandboxError` saying why it cannot be put in place."""
+    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+        """`orsbox doctor`'s questions about the guard of networked sandboxes, each
+        answered with a fix (Docker: its firewall rules, put in place under a throwaway
+        owner, read back and removed; squid for allow-lists, needed where `allowlists`
+        are allowed). A backend that gives sandboxes no network of their own has
+        nothing to guard."""
+        return [NO_GUARD_NEEDED]
+
+    def login_command(self, sandbox_id: str, user: str | None = None) -> str | None:
+        """A command a person on this host runs for a login shell in a running sandbox
+        (Inspect's human agent; `user`: as whom); None where there is none."""
         return None
 
     async def remove(self, sandbox_id: str) -> None:
@@ -398,10 +425,6 @@ class BackendWrapper(SandboxBackend):
         self.backend = backend
 
     @property
-    def kind(self) -> Literal["docker", "fake"]:  # type: ignore[override]
-        return self.backend.kind
-
-    @property
     def snapshots(self) -> SnapshotStore | None:  # type: ignore[override]
         return getattr(self.backend, "snapshots", None)  # a test double may lack it
 
@@ -430,8 +453,11 @@ class BackendWrapper(SandboxBackend):
     async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept | None:
         return await self.backend.sweep_host_state(everything=everything)
 
-    async def check_network_guard(self) -> NetworkGuardReport | None:
-        return await self.backend.check_network_guard()
+    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+        return await self.backend.network_checks(allowlists=allowlists)
+
+    def login_command(self, sandbox_id: str, user: str | None = None) -> str | None:
+        return self.backend.login_command(sandbox_id, user)
 
     async def close(self) -> None:
         await self.backend.close()

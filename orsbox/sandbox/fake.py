@@ -28,11 +28,12 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 
 from orsbox.errors import SandboxError, SandboxFileError, SandboxGone
+from orsbox.sandbox.backend_config import BackendConfig
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
@@ -347,8 +348,19 @@ FAKE_CAPABILITIES = BackendCapabilities(
 )
 
 
+class FakeConfig(BackendConfig):
+    """The in-process fake: host processes, no isolation; for fast unit tests only."""
+
+    type: Literal["fake"] = "fake"
+    title: ClassVar[str] = "fake backend"
+
+    def create(
+        self, *, server_id: str | None = None, start_concurrency: int | None = None
+    ) -> FakeBackend:
+        return FakeBackend(server_id=server_id)
+
+
 class FakeBackend(SandboxBackend):
-    kind = "fake"
     capabilities = FAKE_CAPABILITIES
 
     def __init__(self, server_id: str | None = None) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.procfs import process_start_time
 from tests.environments.conftest import orsbox
@@ -33,8 +34,11 @@ def test_doctor_finds_everything_in_order(bundled_images: None) -> None:
     assert done.stdout.rstrip().endswith("All good.")
 
 
-def owned_by(pid: int, start: str) -> dict[str, str]:
-    return {
+def owned_by(pid: int, start: str, label_format: str = "current") -> dict[str, str]:
+    """Owner labels as this release writes them, or as the one before did ("former":
+    the pid namespace as /proc names it, ids with colons and past 63 characters), which
+    Kubernetes would refuse but the sweep must still find for one release."""
+    labels = {
         L.ORSBOX: "1",
         L.SERVER: f"test-gc-{uuid.uuid4().hex[:8]}",
         L.SESSION: "s",
@@ -43,24 +47,53 @@ def owned_by(pid: int, start: str) -> dict[str, str]:
         L.PID_START: start,
         "orsbox.environment": "gc-test",
     }
+    if label_format == "former":
+        labels[L.SERVER] = f"test-gc:{uuid.uuid4().hex}:" + "former-" * 8
+        labels[L.SESSION] = f"{uuid.uuid4()}.cell:1"
+        labels[L.PID_NAMESPACE] = os.readlink("/proc/self/ns/pid")  # `pid:[4026531836]`
+    return labels
 
 
-@pytest.fixture
-def leftovers(docker_client: docker.DockerClient, base_image: str) -> Iterator[dict[str, str]]:
-    """Two sandboxes-to-be: one whose owner died, one whose owner (this process) runs."""
-    me = os.getpid()
+@pytest.fixture(params=["current", "former"])
+def leftovers(
+    request: pytest.FixtureRequest, docker_client: docker.DockerClient, base_image: str
+) -> Iterator[dict[str, str]]:
+    """Two sandboxes-to-be: one whose owner died, one whose owner (this process) runs,
+    labelled in this release's format or the former one."""
+    me, label_format = os.getpid(), request.param
+    dead = owned_by(2**22 + 17, "1", label_format)
+    alive = owned_by(me, process_start_time(me) or "", label_format)
     made = {
-        "dead": docker_client.containers.create(
-            base_image, ["sleep", "infinity"], labels=owned_by(2**22 + 17, "1")
-        ),
-        "alive": docker_client.containers.create(
-            base_image, ["sleep", "infinity"], labels=owned_by(me, process_start_time(me) or "")
-        ),
+        "dead": docker_client.containers.create(base_image, ["sleep", "infinity"], labels=dead),
+        "alive": docker_client.containers.create(base_image, ["sleep", "infinity"], labels=alive),
     }
     yield {state: c.name for state, c in made.items()}
     for container in made.values():
         with contextlib.suppress(docker.errors.NotFound):
             container.remove(force=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_startup_sweep_removes_what_dead_owners_left(
+    leftovers: dict[str, str], docker_client: docker.DockerClient
+) -> None:
+    """What a server does as it starts (`SandboxBackend.sweep`), on either label format.
+    (Another server's sweep on the shared engine may remove the dead one first.)"""
+    backend = DockerBackend(f"test-sweep-{uuid.uuid4().hex[:8]}")
+    try:
+        owners = {info.name: info.owner for info in await backend.list(all_servers=True)}
+        assert owners[leftovers["alive"]] == "alive"
+        assert owners.get(leftovers["dead"], "dead") == "dead"
+        await backend.sweep()
+    finally:
+        await backend.close()
+    names = {c.name for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})}
+    assert leftovers["dead"] not in names and leftovers["alive"] in names
 
 
 def test_ps_and_gc(leftovers: dict[str, str], docker_client: docker.DockerClient) -> None:

@@ -16,7 +16,8 @@ from ors.client import ORS
 
 from orsbox.authoring.declarative import DeclarativeEnvironment
 from orsbox.errors import ManifestError
-from orsbox.sandbox.config import DockerConfig, with_backend
+from orsbox.sandbox.config import with_backend
+from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.targets import cache_dir, image_environment, resolve_targets
 from tests.runtimes import RUNSC_ENGINE, runtime_available
 from tests.servers import LiveServer, start_server

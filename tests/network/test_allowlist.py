@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from orsbox.sandbox import SandboxLimits, SandboxSpec
-from orsbox.sandbox.config import DockerConfig
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.sandbox.docker.egress import chain_rules
 from tests.network.hosts import probe, serve_http
 from tests.servers import ROOT

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from orsbox.sandbox import SandboxLimits, SandboxSpec
-from orsbox.sandbox.config import DockerConfig
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
+from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.sandbox.docker.egress import BLOCKED, chain_rules, chain_suffix, guard_rules
 from orsbox.sandbox.docker.guarded import NETWORK
 from tests.network.hosts import NamespaceHost, probe, serve_http

@@ -1,11 +1,12 @@
-"""Fixtures for the sandbox tests: a backend and a sandbox. The Docker client, the base
-image and the no-leftover check live in tests/conftest.py.
+"""Fixtures for the sandbox tests: the backend under test, a backend and a sandbox. The
+Docker client, the base image and the no-leftover check live in tests/conftest.py.
 
 The conformance modules (marked `conformance`: the contract, the persistent shell, exec
-and files) run once per backend in `tests/runtimes.py` (`BACKENDS`): the fake, runc on
-the main engine, runsc (gVisor) and Podman on private engines. A test that cannot hold
-on one of them calls `differs(backend, name)`, a skip naming the documented difference
-(docs/gvisor.md, docs/backends.md). Other modules get runc."""
+and files, images, capabilities) run once per backend in `tests/runtimes.py`
+(`BACKENDS`): the fake, runc on the main engine, runsc (gVisor) and Podman on private
+engines. Each test gets the one it runs on as `under_test` and never asks which it is:
+a test that cannot hold on one calls `under_test.differs(name)`, a skip naming the
+documented difference (docs/gvisor.md, docs/backends.md). Other modules get runc."""
 
 from __future__ import annotations
 
@@ -14,20 +15,16 @@ from collections.abc import AsyncIterator
 import pytest
 
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxSpec
-from orsbox.sandbox.fake import MARKER, FakeSandbox, marked
-from tests.runtimes import BACKENDS, conformance_backend
+from tests.runtimes import BACKENDS, UNDER_TEST, BackendUnderTest
 
 BASE_IMAGE = "orsbox/base:latest"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     conformance = metafunc.definition.get_closest_marker("conformance") is not None
-    if conformance and "backend" in metafunc.fixturenames:
-        params = [
-            pytest.param(name, marks=pytest.mark.fake if name == "fake" else pytest.mark.docker)
-            for name in BACKENDS
-        ]
-        metafunc.parametrize("backend", params, indirect=True)
+    if conformance and "under_test" in metafunc.fixturenames:
+        params = [pytest.param(name, marks=UNDER_TEST[name].marks) for name in BACKENDS]
+        metafunc.parametrize("under_test", params, indirect=True)
 
 
 @pytest.fixture
@@ -36,11 +33,17 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBackend]:
-    name = getattr(request, "param", "runc")
-    if name != "fake":
-        request.getfixturevalue("base_image")
-    backend = conformance_backend(name)
+def under_test(request: pytest.FixtureRequest) -> BackendUnderTest:
+    return UNDER_TEST[getattr(request, "param", "runc")]
+
+
+@pytest.fixture
+async def backend(
+    request: pytest.FixtureRequest, under_test: BackendUnderTest
+) -> AsyncIterator[SandboxBackend]:
+    for fixture in under_test.fixtures:
+        request.getfixturevalue(fixture)
+    backend = under_test.make()
     # As a server has it: its start-up sweep reached the engine, which says what it is
     # (`capabilities` on Podman are exact from then on: orsbox/sandbox/docker/podman.py)
     assert await backend.health() is None
@@ -49,9 +52,8 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBacken
 
 
 @pytest.fixture
-async def sandbox(backend: SandboxBackend) -> AsyncIterator[Sandbox]:
+async def sandbox(backend: SandboxBackend, under_test: BackendUnderTest) -> AsyncIterator[Sandbox]:
     sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, session_id="test"))
     yield sandbox
     await sandbox.close()
-    if isinstance(sandbox, FakeSandbox):
-        assert marked(MARKER, sandbox.id) == [], "the fake left processes behind"
+    assert under_test.outside.left_behind(sandbox) == [], "processes left behind"

@@ -10,9 +10,8 @@ import pytest
 from orsbox.errors import SandboxStartError
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
 from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE
-from orsbox.sandbox.fake import FakeBackend
 from orsbox.sandbox.pool import WarmPool
-from tests.runtimes import differences_of, differs
+from tests.runtimes import BackendUnderTest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.conformance]
 
@@ -28,11 +27,12 @@ EXPECTED = {
 }
 
 
-async def test_the_answers_are_the_documented_ones(backend: SandboxBackend) -> None:
+async def test_the_answers_are_the_documented_ones(
+    under_test: BackendUnderTest, backend: SandboxBackend
+) -> None:
     caps = backend.capabilities
-    who, _ = differences_of(backend)
     answered = (caps.isolated, caps.network_modes, caps.switch_network, caps.runtime_choice)
-    assert (*answered, caps.snapshots) == EXPECTED[who]
+    assert (*answered, caps.snapshots) == EXPECTED[under_test.who]
     assert caps.snapshots == (backend.snapshots is not None)
 
 
@@ -51,20 +51,13 @@ async def test_no_network_is_had_where_it_is_offered(
 
 
 async def test_each_network_mode_not_offered_is_refused_at_start(
+    under_test: BackendUnderTest,
     backend: SandboxBackend,
 ) -> None:
     """(On runc every mode is offered: nothing to refuse.)"""
-    differs(backend, "limits")  # the fake starts every mode, enforcing none
+    under_test.differs("limits")  # the fake starts every mode, enforcing none
     for mode in EVERY_NETWORK_MODE - backend.capabilities.network_modes:
         hosts = ("example.org",) if mode == "allowlist" else ()
         limits = SandboxLimits(network=mode, allowed_hosts=hosts)
         with pytest.raises(SandboxStartError, match="no network"):
             await backend.start(SandboxSpec(image=BASE_IMAGE, limits=limits))
-
-
-async def test_the_fake_leaves_nothing_on_the_host() -> None:
-    """Nothing to sweep, no guard to prove; Docker's answers are tested against the real
-    firewall (tests/network/test_guard.py, through `orsbox gc` and `orsbox doctor`)."""
-    backend = FakeBackend()
-    assert await backend.sweep_host_state(everything=True) is None
-    assert await backend.check_network_guard() is None

@@ -1,8 +1,10 @@
 """The sandbox contract (`orsbox.sandbox.base`), one suite for every backend: the fake
 (host processes, `orsbox.sandbox.fake`), Docker with runc, with runsc, and Podman. Only
-the `Sandbox` interface is used, so a new backend joins by adding a case to `BACKENDS`
+the `Sandbox` interface is used, so a new backend joins by adding a case to `UNDER_TEST`
 (tests/runtimes.py, with test_shell.py and test_exec_files.py on the same fixture).
-Where a backend differs, the test skips naming the difference (tests/runtimes.py)."""
+Where a backend differs, the test skips naming the difference (tests/runtimes.py); what
+a test does from outside the contract (a kill behind the backend's back) is the
+backend's `Outside`."""
 
 from __future__ import annotations
 
@@ -13,9 +15,7 @@ import pytest
 
 from orsbox.errors import SandboxFileError, SandboxGone
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxSpec
-from orsbox.sandbox.docker import DockerBackend
-from orsbox.sandbox.fake import FakeSandbox
-from tests.runtimes import differs
+from tests.runtimes import BackendUnderTest
 from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.conformance]
@@ -64,7 +64,7 @@ async def test_exec_argv_string_env_cwd_stdin(sandbox: Sandbox) -> None:
     assert (await sandbox.exec("exit 4")).exit_code == 4
 
 
-async def test_shell_timeout_kills_the_tree(backend: SandboxBackend, sandbox: Sandbox) -> None:
+async def test_shell_timeout_kills_the_tree(under_test: BackendUnderTest, sandbox: Sandbox) -> None:
     child, escapee = unique_sleep(), unique_sleep()
     command = f"bash -c 'trap \"\" TERM; {child}' & ( setsid {escapee} & ); sleep 300"
     result = await sandbox.shell(command, timeout_s=2)
@@ -72,7 +72,7 @@ async def test_shell_timeout_kills_the_tree(backend: SandboxBackend, sandbox: Sa
     assert "timed out" in result.output
     assert not await running(sandbox, child) and not await running(sandbox, escapee)
     assert (await sandbox.shell("echo ok")).output.endswith("ok\n")
-    differs(backend, "timeout-keeps-state")
+    under_test.differs("timeout-keeps-state")
     await sandbox.shell("export KEPT=1")
     await sandbox.shell("sleep 300", timeout_s=1)
     assert (await sandbox.shell("echo $KEPT")).output.endswith("1\n")
@@ -155,13 +155,9 @@ async def test_close_is_final_and_idempotent(backend: SandboxBackend) -> None:
 
 
 async def test_a_sandbox_killed_from_outside_is_gone(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, backend: SandboxBackend, sandbox: Sandbox
 ) -> None:
-    if isinstance(sandbox, FakeSandbox):
-        sandbox.crash()
-    else:
-        assert isinstance(backend, DockerBackend)
-        await backend.engine.kill(sandbox.id)
+    await under_test.outside.kill(backend, sandbox)
     await wait_until_async(lambda: not sandbox.alive, 10, 0.05, "the sandbox saw its death")
     with pytest.raises(SandboxGone, match="gone"):
         await sandbox.shell("echo hi")

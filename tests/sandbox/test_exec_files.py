@@ -11,8 +11,7 @@ import pytest
 
 from orsbox.errors import SandboxFileError, SandboxStartError
 from orsbox.sandbox import HostMount, Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker import DockerBackend
-from tests.runtimes import INITS, differs, processes
+from tests.runtimes import INITS, BackendUnderTest
 from tests.sandbox.conftest import BASE_IMAGE
 from tests.waiting import wait_until_async
 
@@ -29,11 +28,13 @@ async def test_exec_argv_string_env_cwd_stdin(sandbox: Sandbox) -> None:
     assert missing.exit_code == 127
 
 
-async def shell_sleeping(sandbox: Sandbox) -> bool:
-    return "sleep 1" in await processes(sandbox)
+async def shell_sleeping(under_test: BackendUnderTest, sandbox: Sandbox) -> bool:
+    return "sleep 1" in await under_test.processes(sandbox)
 
 
-async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: Sandbox) -> None:
+async def test_exec_is_outside_the_shell_and_concurrent_with_it(
+    under_test: BackendUnderTest, sandbox: Sandbox
+) -> None:
     import anyio
 
     await sandbox.shell("export ONLY_IN_SHELL=1")
@@ -46,7 +47,7 @@ async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: Sandbox
     start = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(slow_shell)  # exec while the shell is busy with its `sleep 1`
-        await wait_until_async(lambda: shell_sleeping(sandbox), 0.5)
+        await wait_until_async(lambda: shell_sleeping(under_test, sandbox), 0.5)
         results["exec"] = await sandbox.exec("echo quick")
         results["read"] = await sandbox.read_file("/etc/hostname")
         results["exec_at"] = time.monotonic() - start
@@ -54,12 +55,12 @@ async def test_exec_is_outside_the_shell_and_concurrent_with_it(sandbox: Sandbox
     assert results["shell"].output == "slow\n"  # type: ignore[attr-defined]
 
 
-async def test_exec_timeout_kills_its_tree(sandbox: Sandbox) -> None:
+async def test_exec_timeout_kills_its_tree(under_test: BackendUnderTest, sandbox: Sandbox) -> None:
     start = time.monotonic()
     result = await sandbox.exec("bash -c 'trap \"\" TERM; sleep 310' & sleep 311", timeout_s=1)
     assert time.monotonic() - start < 2.5
     assert result.timed_out and result.exit_code is None and "timed out" in result.output
-    ps = await processes(sandbox)
+    ps = await under_test.processes(sandbox)
     assert "sleep 310" not in ps and "sleep 311" not in ps
 
 
@@ -71,19 +72,19 @@ async def test_exec_returns_when_the_process_exits_despite_background_children(
     assert result.output == "done\n" and time.monotonic() - start < 2
 
 
-async def test_exec_as_another_user(backend: SandboxBackend, sandbox: Sandbox) -> None:
-    differs(backend, "users")
+async def test_exec_as_another_user(under_test: BackendUnderTest, sandbox: Sandbox) -> None:
+    under_test.differs("users")
     assert (await sandbox.exec(["id", "-un"])).output == "orsbox\n"
     assert (await sandbox.exec(["id", "-un"], user="root")).output == "root\n"
 
 
 async def test_root_without_capabilities_writes_where_root_owns_the_folder(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
     """What a grader does first (`orsbox.authoring.grader`): root, every capability
     dropped, makes its hidden folder in `/`, which root owns. (Podman's storage gave `/`
     mode 0555, where Docker gives 0755: root could not, and no grader ran.)"""
-    differs(backend, "users")
+    under_test.differs("users")
     made = await sandbox.exec("mkdir -m 700 /grader && stat -c '%a %U' / /grader", user="root")
     assert (made.exit_code, made.output) == (0, "755 root\n700 root\n"), made.output
     assert (await sandbox.exec(["mkdir", "/not-mine"])).exit_code != 0  # the sandbox's user
@@ -96,9 +97,9 @@ async def test_exec_output_is_capped(sandbox: Sandbox) -> None:
 
 
 async def test_files_round_trip_binary_and_paths_with_spaces(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
-    differs(backend, "paths")
+    under_test.differs("paths")
     data = bytes(range(256)) * 64 + b"\r\n\x00"
     await sandbox.write_file("/workspace/a folder/deeper still/file name.bin", data)
     assert await sandbox.read_file("/workspace/a folder/deeper still/file name.bin") == data
@@ -114,15 +115,15 @@ async def test_files_round_trip_binary_and_paths_with_spaces(
     assert await sandbox.read_file("/tmp/empty") == b""
 
 
-async def test_large_file_round_trip(backend: SandboxBackend, sandbox: Sandbox) -> None:
-    differs(backend, "paths")
+async def test_large_file_round_trip(under_test: BackendUnderTest, sandbox: Sandbox) -> None:
+    under_test.differs("paths")
     data = os.urandom(50 * 1024 * 1024)
     await sandbox.write_file("/tmp/big", data)
     assert await sandbox.read_file("/tmp/big") == data
 
 
-async def test_file_errors_are_clear(backend: SandboxBackend, sandbox: Sandbox) -> None:
-    differs(backend, "paths")
+async def test_file_errors_are_clear(under_test: BackendUnderTest, sandbox: Sandbox) -> None:
+    under_test.differs("paths")
     cases = {
         "no such file: /nope/x": sandbox.read_file("/nope/x"),
         "is a directory: /tmp": sandbox.read_file("/tmp"),
@@ -140,8 +141,8 @@ async def test_file_errors_are_clear(backend: SandboxBackend, sandbox: Sandbox) 
         await sandbox.write_file("/tmp/plain/below", b"x")
 
 
-async def test_copy_in(backend: SandboxBackend, sandbox: Sandbox, tmp_path: Path) -> None:
-    differs(backend, "paths")
+async def test_copy_in(under_test: BackendUnderTest, sandbox: Sandbox, tmp_path: Path) -> None:
+    under_test.differs("paths")
     (tmp_path / "sub").mkdir()
     (tmp_path / "top.txt").write_text("top")
     (tmp_path / "sub" / "inner.bin").write_bytes(b"\x00\x01")
@@ -152,26 +153,30 @@ async def test_copy_in(backend: SandboxBackend, sandbox: Sandbox, tmp_path: Path
     assert owner.output == "orsbox\n"
 
 
-async def test_only_loopback_without_network(backend: SandboxBackend, sandbox: Sandbox) -> None:
-    differs(backend, "limits")
-    differs(backend, "network")
+async def test_only_loopback_without_network(
+    under_test: BackendUnderTest, sandbox: Sandbox
+) -> None:
+    under_test.differs("limits")
+    under_test.differs("network")
     assert (await sandbox.shell("ls /sys/class/net")).output == "lo\n"
 
 
-async def test_network_when_asked(backend: SandboxBackend) -> None:
-    differs(backend, "limits")
-    if True not in backend.capabilities.network_modes:  # refused, not started without
+async def test_network_when_asked(under_test: BackendUnderTest, backend: SandboxBackend) -> None:
+    under_test.differs("limits")
+    if not backend.capabilities.gives_network(True):  # refused, not started without
         spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(network=True))
         with pytest.raises(SandboxStartError, match="no network"):
             await backend.start(spec)
-        differs(backend, "network")
-        differs(backend, "guarded-network")
+        under_test.differs("network")
+        under_test.differs("guarded-network")
     sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(network=True)))
     interfaces = (await sandbox.shell("ls /sys/class/net")).output.split()
     assert "lo" in interfaces and len(interfaces) > 1
 
 
-async def test_host_mounts_read_only_unless_asked(backend: SandboxBackend, tmp_path: Path) -> None:
+async def test_host_mounts_read_only_unless_asked(
+    under_test: BackendUnderTest, backend: SandboxBackend, tmp_path: Path
+) -> None:
     data, scratch = tmp_path / "data", tmp_path / "scratch"
     data.mkdir()
     (data / "set.txt").write_text("dataset")
@@ -181,21 +186,24 @@ async def test_host_mounts_read_only_unless_asked(backend: SandboxBackend, tmp_p
         HostMount(source=str(data), target="/data"),
         HostMount(source=str(scratch), target="/scratch", read_only=False),
     )
-    differs(backend, "limits")
+    under_test.differs("limits")
     spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(mounts=mounts))
     sandbox = await backend.start(spec)
     assert await sandbox.read_file("/data/set.txt") == b"dataset"
-    refused = "permission denied" if is_runsc(backend) else "read-only file system"
-    with pytest.raises(SandboxFileError, match=refused):  # gVisor answers EACCES, not EROFS
+    eacces = under_test.has("read-only-mount-error")
+    refused = "permission denied" if eacces else "read-only file system"
+    with pytest.raises(SandboxFileError, match=refused):
         await sandbox.write_file("/data/new.txt", b"x")
     await sandbox.write_file("/scratch/out.txt", b"written")
     assert (scratch / "out.txt").read_bytes() == b"written"
 
 
-async def test_privileged_and_host_network_when_asked(backend: SandboxBackend) -> None:
+async def test_privileged_and_host_network_when_asked(
+    under_test: BackendUnderTest, backend: SandboxBackend
+) -> None:
     """What only an operator can allow (`orsbox.server.policy`) does reach docker."""
-    differs(backend, "limits")
-    differs(backend, "privileged")
+    under_test.differs("limits")
+    under_test.differs("privileged")
     limits = SandboxLimits(privileged=True, network="host")
     sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, limits=limits))
     bounding = (await sandbox.shell("grep CapBnd /proc/self/status")).output
@@ -204,25 +212,21 @@ async def test_privileged_and_host_network_when_asked(backend: SandboxBackend) -
     assert "docker0" in inside, inside  # the engine's bridge: only the host has it
 
 
-async def test_hardening_defaults(backend: SandboxBackend, sandbox: Sandbox) -> None:
-    differs(backend, "users")
+async def test_hardening_defaults(under_test: BackendUnderTest, sandbox: Sandbox) -> None:
+    under_test.differs("users")
     status = (await sandbox.shell("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")).output
     assert "CapEff:\t0000000000000000" in status
-    if not is_runsc(backend):  # gVisor's /proc/self/status has no NoNewPrivs
+    if not under_test.has("proc-status"):
         assert "NoNewPrivs:\t1" in status
     assert (await sandbox.shell("id -un; pwd")).output == "orsbox\n/workspace\n"
     assert (await sandbox.shell("ps -o comm= -p 1")).output.strip() in INITS
 
 
-async def test_read_only_root(backend: SandboxBackend) -> None:
-    differs(backend, "limits")
+async def test_read_only_root(under_test: BackendUnderTest, backend: SandboxBackend) -> None:
+    under_test.differs("limits")
     spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(read_only_root=True))
     sandbox = await backend.start(spec)
     with pytest.raises(SandboxFileError, match="read-only file system"):
         await sandbox.write_file("/workspace/x", b"x")
     await sandbox.write_file("/tmp/x", b"x")
     assert (await sandbox.shell("cat /tmp/x")).output == "x"
-
-
-def is_runsc(backend: SandboxBackend) -> bool:
-    return isinstance(backend, DockerBackend) and backend.config.runtime == "runsc"

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from orsbox.errors import SandboxGone
-from orsbox.sandbox import SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker import DockerBackend
-from tests.runtimes import differs
+from orsbox.sandbox import SandboxBackend, SandboxLimits, SandboxSpec
+from tests.runtimes import BackendUnderTest
 from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.conformance]
@@ -26,12 +25,12 @@ def bounded(image: str, bound_mib: int = 8) -> SandboxSpec:
 
 
 async def test_a_call_writing_past_the_bound_ends_the_sandbox(
-    backend: DockerBackend, base_image: str
+    under_test: BackendUnderTest, backend: SandboxBackend, base_image: str
 ) -> None:
     """The layer is measured after calls, off their path, and every few seconds: the
     writing call is answered, or, when a measurement caught the write while it ran, it
     fails naming the bound; either way the sandbox ends and every later call says why."""
-    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
+    under_test.differs("limits")  # the fake: host processes, no layer, no capabilities
     sandbox = await backend.start(bounded(base_image))
     assert (await sandbox.shell("head -c 4M /dev/zero > /var/within; echo ok")).output == "ok\n"
     try:
@@ -50,11 +49,11 @@ async def test_a_call_writing_past_the_bound_ends_the_sandbox(
 
 
 async def test_a_grader_never_reads_a_sandbox_past_its_bound(
-    backend: DockerBackend, base_image: str
+    under_test: BackendUnderTest, backend: SandboxBackend, base_image: str
 ) -> None:
     """Killing the agent's processes (what graders run first) measures in the
     foreground, whatever the background measurement has got to."""
-    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
+    under_test.differs("limits")  # the fake: host processes, no layer, no capabilities
     sandbox = await backend.start(bounded(base_image))
     await sandbox.shell("head -c 12M /dev/zero > /var/past")
     with pytest.raises(SandboxGone, match=BOUND):
@@ -62,9 +61,9 @@ async def test_a_grader_never_reads_a_sandbox_past_its_bound(
 
 
 async def test_a_background_writer_is_caught_between_calls(
-    backend: DockerBackend, base_image: str
+    under_test: BackendUnderTest, backend: SandboxBackend, base_image: str
 ) -> None:
-    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
+    under_test.differs("limits")  # the fake: host processes, no layer, no capabilities
     sandbox = await backend.start(bounded(base_image))
     await sandbox.shell("(sleep 0.5; head -c 12M /dev/zero > /var/past) >/dev/null 2>&1 &")
     await wait_until_async(lambda: not sandbox.alive, timeout_s=30)  # the periodic look
@@ -73,9 +72,9 @@ async def test_a_background_writer_is_caught_between_calls(
 
 
 async def test_a_sandbox_within_its_bound_is_not_ended(
-    backend: DockerBackend, base_image: str
+    under_test: BackendUnderTest, backend: SandboxBackend, base_image: str
 ) -> None:
-    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
+    under_test.differs("limits")  # the fake: host processes, no layer, no capabilities
     sandbox = await backend.start(bounded(base_image, bound_mib=64))
     for _ in range(3):
         await sandbox.shell("head -c 4M /dev/zero > /var/file-$RANDOM")
@@ -84,15 +83,15 @@ async def test_a_sandbox_within_its_bound_is_not_ended(
 
 
 async def test_docker_default_privileges_only_when_asked(
-    backend: DockerBackend, base_image: str
+    under_test: BackendUnderTest, backend: SandboxBackend, base_image: str
 ) -> None:
-    differs(backend, "limits")  # the fake: host processes, no layer, no capabilities
+    under_test.differs("limits")  # the fake: host processes, no layer, no capabilities
     hardened = await backend.start(SandboxSpec(image=base_image, user="root"))
     default = await backend.start(bounded(base_image, bound_mib=64))
     status = "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status"
     assert "CapEff:\t0000000000000000" in (await hardened.shell(status)).output
     opened = (await default.shell(status)).output
-    if backend.config.runtime != "runsc":  # gVisor reports its own set and no NoNewPrivs
+    if not under_test.has("proc-status"):
         assert f"CapEff:\t{DOCKER_DEFAULT_CAPS}" in opened and "NoNewPrivs:\t0" in opened
     # root's capabilities at work: a file of another owner, changed by root
     chown = "touch /var/f && chown 1000:1000 /var/f && chmod 600 /var/f && cat /var/f; echo $?"

@@ -63,6 +63,27 @@ async def test_labels_list_and_close(backend: DockerBackend, base_image: str) ->
         await sandbox.shell("echo hi")
 
 
+async def test_every_label_of_a_container_is_a_kubernetes_label(base_image: str) -> None:
+    """Whatever the server id, the session id and the environment's labels look like."""
+    from tests.sandbox.test_labels import kubernetes_takes_key, kubernetes_takes_value
+
+    server = f"test-labels:{os.getpid()}/" + "x" * 70
+    backend = DockerBackend(server)
+    try:
+        session = "3f2a9c1e-7b7d-4c55-9a8e-1f0f3c7d2b11.cell:" + "c" * 40
+        labels = {"orsbox.environment": "sandbox:math", "orsbox.task": "a task/name"}
+        sandbox = await backend.start(
+            SandboxSpec(image=base_image, session_id=session, labels=labels)
+        )
+        [info] = await backend.list()
+        assert info.id == sandbox.id and info.labels["orsbox.environment"] == "sandbox_math"
+        for key, value in info.labels.items():
+            assert kubernetes_takes_key(key) and kubernetes_takes_value(value), (key, value)
+        assert await backend.sweep() == 0  # its own: never judged dead
+    finally:
+        await backend.close()
+
+
 async def test_killed_container_makes_the_sandbox_gone(
     sandbox: DockerSandbox, docker_client: docker.DockerClient
 ) -> None:
@@ -295,7 +316,7 @@ async def test_shell_round_trip_latency(sandbox: DockerSandbox) -> None:
 
 
 async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image: str) -> None:
-    from orsbox.sandbox import DockerConfig
+    from orsbox.sandbox.docker.config import DockerConfig
 
     backend = DockerBackend(config=DockerConfig(image_map=[f"ubuntu:24.04={base_image}"]))
     try:
@@ -310,7 +331,7 @@ async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image:
 async def test_the_configured_default_limits_reach_the_container(
     base_image: str, docker_client: docker.DockerClient
 ) -> None:
-    from orsbox.sandbox import DockerConfig
+    from orsbox.sandbox.docker.config import DockerConfig
 
     config = DockerConfig(default_limits={"memory_bytes": 300 * 1024**2, "cpus": 0.5})
     backend = DockerBackend(config=config)

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from orsbox.errors import SandboxError, SandboxStartError
-from orsbox.sandbox import DockerConfig, SandboxLimits, SandboxSpec
+from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.sandbox.docker.guarded import NETWORK
 from tests.runtimes import PODMAN_ENGINE, runtime_available
 from tests.sandbox.conftest import BASE_IMAGE

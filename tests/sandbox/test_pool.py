@@ -56,8 +56,6 @@ class MemoryBackend(SandboxBackend):
     """Starts instantly (or after `delay_s`); `failures` are raised by the next starts,
     and images in `missing` are not found."""
 
-    kind = "fake"
-
     def __init__(self, failures: list[Exception] | None = None, delay_s: float = 0) -> None:
         self.started: list[MemorySandbox] = []
         self.live: dict[str, MemorySandbox] = {}
@@ -277,7 +275,7 @@ async def test_a_fill_of_zero_removes_the_idle_and_what_was_starting() -> None:
 async def test_a_stack_of_wrappers_passes_the_whole_contract_through() -> None:
     """The warm pool in front of the metered backend in front of the real one (as the
     server stacks them): removing a listed sandbox reaches the real backend, and so do
-    its kind and snapshot store."""
+    its capabilities and snapshot store."""
     from orsbox.monitoring.metered_backend import MeteredBackend
     from orsbox.monitoring.metrics import Metrics
     from orsbox.sandbox.fake import FakeBackend
@@ -286,7 +284,7 @@ async def test_a_stack_of_wrappers_passes_the_whole_contract_through() -> None:
     stack = WarmPool(MeteredBackend(real, Metrics()), 0)
     sandbox = await stack.start(SandboxSpec(image="img", session_id="wrapped"))
     assert [info.id for info in await stack.list()] == [sandbox.id]
-    assert stack.kind == "fake" and stack.snapshots is real.snapshots is None
+    assert stack.capabilities is real.capabilities and stack.snapshots is real.snapshots is None
     await stack.remove(sandbox.id)
     assert not sandbox.alive and await real.list() == []
     assert await stack.usage_of(sandbox.id) is None

@@ -10,23 +10,22 @@ import anyio
 import pytest
 
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker import DockerBackend
-from tests.runtimes import INITS, differs, processes
+from tests.runtimes import INITS, BackendUnderTest
 from tests.sandbox.conftest import BASE_IMAGE
 from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.conformance]
 
 
-async def running(sandbox: Sandbox, *commands: str) -> bool:
+async def running(under_test: BackendUnderTest, sandbox: Sandbox, *commands: str) -> bool:
     """Every one of `commands` shows in the sandbox's process table."""
-    table = await processes(sandbox)
+    table = await under_test.processes(sandbox)
     return all(command in table for command in commands)
 
 
-async def at_most(sandbox: Sandbox, lines: int) -> bool:
+async def at_most(under_test: BackendUnderTest, sandbox: Sandbox, lines: int) -> bool:
     """The process table (header included) is down to `lines` lines."""
-    return len((await processes(sandbox)).splitlines()) <= lines
+    return len((await under_test.processes(sandbox)).splitlines()) <= lines
 
 
 async def test_state_persists_between_calls(sandbox: Sandbox) -> None:
@@ -58,17 +57,19 @@ async def test_exit_restarts_the_shell(sandbox: Sandbox) -> None:
     assert (await sandbox.shell("echo ok")).output == "ok\n"
 
 
-async def test_background_jobs_return_at_once(sandbox: Sandbox) -> None:
+async def test_background_jobs_return_at_once(
+    under_test: BackendUnderTest, sandbox: Sandbox
+) -> None:
     start = time.monotonic()
     result = await sandbox.shell("sleep 100 & nohup sleep 101 >/dev/null 2>&1 & echo started")
     assert time.monotonic() - start < 1.0
     assert result.output == "started\n"
     # a job forked may not have run `sleep` yet
-    await wait_until_async(lambda: running(sandbox, "sleep 100", "sleep 101"), 10, 0.05)
+    await wait_until_async(lambda: running(under_test, sandbox, "sleep 100", "sleep 101"), 10, 0.05)
 
 
 async def test_timeout_kills_everything_the_command_started(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
     await sandbox.shell("export KEPT=yes; sleep 200 &")  # an earlier job: must survive
     command = (
@@ -81,10 +82,10 @@ async def test_timeout_kills_everything_the_command_started(
     assert time.monotonic() - start < 3.0
     assert result.timed_out and result.exit_code is None
     assert "timed out" in result.output
-    ps = await processes(sandbox)
+    ps = await under_test.processes(sandbox)
     for leftover in ("sleep 300", "sleep 301", "sleep 302"):
         assert leftover not in ps, ps
-    differs(backend, "timeout-keeps-state")
+    under_test.differs("timeout-keeps-state")
     assert "sleep 200" in ps
     after = await sandbox.shell("echo $KEPT")
     # bash may first report the killed background job ("... Killed  bash -c ...")
@@ -92,7 +93,7 @@ async def test_timeout_kills_everything_the_command_started(
 
 
 async def test_timeout_kills_late_and_double_forks_under_load(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
     """The timeout sweep races a loaded container: CPU hogs (the sandbox has one CPU),
     a loop that forks on and on, forks that come due around the deadline, double forks
@@ -114,20 +115,20 @@ async def test_timeout_kills_late_and_double_forks_under_load(
     assert time.monotonic() - start < 4.0
     assert result.timed_out and result.exit_code is None
     assert "timed out" in result.output and "restarted" not in result.output, result.output
-    ps = await processes(sandbox)
+    ps = await under_test.processes(sandbox)
     for leftover in ("orsbox-hog", *(f"sleep {n}" for n in range(300, 307))):
         assert leftover not in ps, ps
-    differs(backend, "timeout-keeps-state")
+    under_test.differs("timeout-keeps-state")
     after = await sandbox.shell("echo $KEPT")
     assert after.output.endswith("yes\n") and after.exit_code == 0
-    differs(backend, "sighup-to-shell-group")
+    under_test.differs("sighup-to-shell-group")
     assert "sleep 200" in ps
 
 
 async def test_a_busy_shell_is_killed_and_restarted(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
-    differs(backend, "shell-messages")
+    under_test.differs("shell-messages")
     start = time.monotonic()
     result = await sandbox.shell("while :; do :; done", timeout_s=1)
     assert time.monotonic() - start < 3.0
@@ -137,9 +138,9 @@ async def test_a_busy_shell_is_killed_and_restarted(
 
 
 async def test_restart_shell_ends_a_running_command(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
-    differs(backend, "shell-messages")
+    under_test.differs("shell-messages")
     async with anyio.create_task_group() as tg:
 
         async def stuck() -> None:
@@ -147,21 +148,22 @@ async def test_restart_shell_ends_a_running_command(
             assert result.exit_code is None and "restarted" in result.output
 
         tg.start_soon(stuck)
-        await wait_until_async(lambda: running(sandbox, "sleep 200"), 10)
+        await wait_until_async(lambda: running(under_test, sandbox, "sleep 200"), 10)
         with anyio.fail_after(5):
             await sandbox.restart_shell()
     assert (await sandbox.shell("echo ok")).output == "ok\n"
-    assert "sleep 200" not in await processes(sandbox)
+    assert "sleep 200" not in await under_test.processes(sandbox)
 
 
-async def test_restart_shell(sandbox: Sandbox) -> None:
+async def test_restart_shell(under_test: BackendUnderTest, sandbox: Sandbox) -> None:
     await sandbox.shell("export X=1; sleep 250 &")
     await sandbox.restart_shell()
     assert (await sandbox.shell("echo ${X:-unset}")).output == "unset\n"
-    assert "sleep 250" not in await processes(sandbox)
+    assert "sleep 250" not in await under_test.processes(sandbox)
 
 
 async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
+    under_test: BackendUnderTest,
     sandbox: Sandbox,
 ) -> None:
     """A double fork that called setsid has left the shell's tree and session; restart
@@ -169,37 +171,37 @@ async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
     is not the shell's and lives on."""
     await sandbox.exec("(setsid sleep 261 > /dev/null 2>&1 &)")
     await sandbox.shell("(setsid sleep 262 > /dev/null 2>&1 &); (setsid bash -c 'sleep 263' &)")
-    before = await processes(sandbox)
+    before = await under_test.processes(sandbox)
     assert all(f"sleep {n}" in before for n in (261, 262, 263)), before
     await sandbox.restart_shell()
-    ps = await processes(sandbox)
+    ps = await under_test.processes(sandbox)
     assert "sleep 261" in ps
     assert "sleep 262" not in ps and "sleep 263" not in ps, ps
 
 
 async def test_kill_processes_kills_everything_the_agent_started(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
     """What a grader runs first: the shell's jobs, escaped orphans, one-off commands'
     daemons and a process that cleared its environment all die; the sandbox and a
     fresh shell still work."""
-    differs(backend, "cleared-environment")
+    under_test.differs("cleared-environment")
     await sandbox.exec("(setsid sleep 271 > /dev/null 2>&1 &)")
     await sandbox.shell("sleep 272 & (setsid env -i sleep 273 > /dev/null 2>&1 &)")
     await sandbox.shell("export KEPT=1; while :; do sleep 1; done > /dev/null 2>&1 &")
-    before = await processes(sandbox)
+    before = await under_test.processes(sandbox)
     assert all(f"sleep {n}" in before for n in (271, 272, 273)), before
     assert await sandbox.kill_processes() >= 4
-    after = await processes(sandbox)
+    after = await under_test.processes(sandbox)
     assert not any(f"sleep {n}" in after for n in (271, 272, 273)), after
     result = await sandbox.shell("echo ${KEPT:-fresh}")
     assert result.output == "fresh\n", result.output
 
 
 async def test_kill_processes_ends_a_running_shell_command(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, sandbox: Sandbox
 ) -> None:
-    differs(backend, "shell-messages")
+    under_test.differs("shell-messages")
     async with anyio.create_task_group() as tg:
 
         async def long_command() -> None:
@@ -207,7 +209,7 @@ async def test_kill_processes_ends_a_running_shell_command(
             assert result.exit_code is None and "killed" in result.output, result.output
 
         tg.start_soon(long_command)
-        await wait_until_async(lambda: running(sandbox, "sleep 280"), 10)
+        await wait_until_async(lambda: running(under_test, sandbox, "sleep 280"), 10)
         await sandbox.kill_processes()
     assert (await sandbox.shell("echo ok")).output == "ok\n"
 
@@ -215,10 +217,12 @@ async def test_kill_processes_ends_a_running_shell_command(
 SENTINEL_TOKEN = "$(declare -f __orsbox_p | sed -n 's/.*000\\([0-9a-f]*\\):.*/\\1/p')"
 
 
-async def test_a_look_alike_sentinel_is_output(backend: SandboxBackend, sandbox: Sandbox) -> None:
+async def test_a_look_alike_sentinel_is_output(
+    under_test: BackendUnderTest, sandbox: Sandbox
+) -> None:
     """A command can read the shell's token; the token followed by anything but a
     status and NUL is just output, and the call still ends at the real sentinel."""
-    differs(backend, "sentinel")
+    under_test.differs("sentinel")
     forged = "\\000%s:1234\\000 \\000%s:12x \\000%s:\\000 \\000%s:"
     command = f"t={SENTINEL_TOKEN}; printf '{forged}' $t $t $t $t; echo; echo after; false"
     result = await sandbox.shell(command)
@@ -268,8 +272,8 @@ async def test_binary_and_invalid_utf8_output(sandbox: Sandbox) -> None:
     assert result.output_bytes == len("ok ") + 3 + len(" end\n") + 4096
 
 
-async def test_fork_bomb_is_stopped(backend: SandboxBackend) -> None:
-    differs(backend, "limits")
+async def test_fork_bomb_is_stopped(under_test: BackendUnderTest, backend: SandboxBackend) -> None:
+    under_test.differs("limits")
     spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(pids=128))
     sandbox = await backend.start(spec)
     result = await sandbox.shell(":(){ :|:& };:; sleep 30", timeout_s=2)
@@ -277,19 +281,22 @@ async def test_fork_bomb_is_stopped(backend: SandboxBackend) -> None:
     after = await sandbox.shell("unset -f :; echo ok")
     assert after.output.endswith("ok\n")  # after the bomb's last "fork: retry" lines
     # the killed bomb's zombies are reaped by tini meanwhile
-    await wait_until_async(lambda: at_most(sandbox, 8), 10, 0.2, "the bomb's processes reaped")
+    await wait_until_async(
+        lambda: at_most(under_test, sandbox, 8), 10, 0.2, "the bomb's processes reaped"
+    )
 
 
-async def test_memory_bomb_is_reported_and_the_sandbox_survives(backend: SandboxBackend) -> None:
-    differs(backend, "limits")
-    assert isinstance(backend, DockerBackend)
+async def test_memory_bomb_is_reported_and_the_sandbox_survives(
+    under_test: BackendUnderTest, backend: SandboxBackend
+) -> None:
+    under_test.differs("limits")
     spec = SandboxSpec(image=BASE_IMAGE, limits=SandboxLimits(memory_bytes=256 * 1024**2))
     sandbox = await backend.start(spec)
-    if backend.config.runtime == "runsc":  # GVISOR_DIFFERENCES["oom"]: fails, not killed
+    if under_test.has("oom"):  # gVisor: the allocation fails, nothing is killed
         result = await sandbox.shell('python3 -c "b = bytearray(4 * 1024**3)"', timeout_s=30)
         assert result.exit_code == 1 and "MemoryError" in result.output, result
         assert sandbox.alive
-        differs(backend, "oom")
+        under_test.differs("oom")
     result = await sandbox.shell('python3 -c "b = bytearray(4 * 1024**3)"', timeout_s=30)
     assert result.oom_killed, result
     assert result.exit_code == 137
@@ -299,23 +306,21 @@ async def test_memory_bomb_is_reported_and_the_sandbox_survives(backend: Sandbox
 
 
 async def test_the_guest_is_the_containers_command_and_kill_processes_spares_it(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, backend: SandboxBackend, sandbox: Sandbox
 ) -> None:
     """The guest runs as init's child, not as a `docker exec`; killing every process
     the sandbox's user started spares init, the guest and what was entered from
     outside (an operator's `docker exec`, parent pid 0)."""
-    differs(backend, "no-container")
-    assert isinstance(backend, DockerBackend)
-    container = backend.engine.client.containers.get(sandbox.id)
-    assert not container.attrs.get("ExecIDs")  # no exec was needed to start it
-    await anyio.to_thread.run_sync(lambda: container.exec_run(["sleep", "291"], detach=True))
-    await wait_until_async(lambda: running(sandbox, "sleep 291"), 10)
-    table = await processes(sandbox)
+    under_test.differs("no-container")
+    assert await under_test.outside.execs(backend, sandbox) == []  # none needed to start it
+    await under_test.outside.enter(backend, sandbox, ["sleep", "291"])
+    await wait_until_async(lambda: running(under_test, sandbox, "sleep 291"), 10)
+    table = await under_test.processes(sandbox)
     guest = [line.split() for line in table.splitlines() if "orsbox-guest" in line]
     assert any(fields[1] == "1" and fields[0] != "1" for fields in guest), table
     await sandbox.shell("sleep 292 &")
     await sandbox.kill_processes()
-    after = await processes(sandbox)
+    after = await under_test.processes(sandbox)
     assert "sleep 291" in after and "sleep 292" not in after, after
     assert any(init in after for init in INITS) and "orsbox-guest" in after
     assert (await sandbox.shell("echo ok")).output == "ok\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 import subprocess
 
@@ -80,14 +81,32 @@ def test_owner_liveness() -> None:
 def test_an_owner_in_another_pid_namespace_is_never_judged() -> None:
     """A server in a container with this host's name: its pid means nothing here."""
     mine = L.owner_labels("s")
-    assert mine[L.PID_NAMESPACE].startswith("pid:[")
+    assert mine[L.PID_NAMESPACE].isdigit()  # `pid:[4026531836]` as a label value
     child = subprocess.Popen(["true"])
     child.wait()
     gone_here = {**mine, L.PID: str(child.pid)}
     assert L.owner_is_dead(gone_here)
-    elsewhere = {**gone_here, L.PID_NAMESPACE: "pid:[1]"}
-    assert not L.owner_is_dead(elsewhere) and not L.owner_is_here(elsewhere)
+    for elsewhere in (
+        {**gone_here, L.PID_NAMESPACE: "1"},
+        {**gone_here, L.PID_NAMESPACE: "pid:[1]"},
+    ):
+        assert not L.owner_is_dead(elsewhere) and not L.owner_is_here(elsewhere)
     assert L.owner_is_dead({k: v for k, v in gone_here.items() if k != L.PID_NAMESPACE})
+
+
+def test_owner_labels_are_kubernetes_labels_and_older_ones_are_still_read() -> None:
+    """Values Kubernetes takes, whatever the ids; a label of an older server (the pid
+    namespace as /proc names it, ids as they were) names the same owner."""
+    from tests.sandbox.test_labels import kubernetes_takes_key, kubernetes_takes_value
+
+    server = "cell:7/" + "s" * 80
+    labels = L.sandbox_labels(server, "3f2a.cell:1", {"orsbox.environment": "math"})
+    assert all(kubernetes_takes_key(k) and kubernetes_takes_value(v) for k, v in labels.items())
+    assert L.is_mine(labels, server) and not L.is_mine(labels, server + "x")
+    namespace = os.readlink("/proc/self/ns/pid")
+    former = {**labels, L.SERVER: server, L.PID_NAMESPACE: namespace}
+    assert namespace.startswith("pid:[") and L.is_mine(former, server)
+    assert L.owner_is_here(former) and L.owner_state(former) == "alive"
 
 
 def test_container_defaults_and_overrides() -> None:
@@ -108,7 +127,7 @@ def test_container_defaults_and_overrides() -> None:
 
 
 def test_docker_default_privileges_keep_dockers_set_and_the_other_limits() -> None:
-    limits = SandboxLimits(privileges="docker-default", writable_layer_bytes=2**20, pids=64)
+    limits = SandboxLimits(privileges="runtime-default", writable_layer_bytes=2**20, pids=64)
     options = container_options(SandboxSpec(image="img", limits=limits), "n", {}, {})
     assert "cap_drop" not in options and "security_opt" not in options
     assert options["pids_limit"] == 64 and options["init"] is True
@@ -128,3 +147,15 @@ def test_what_only_an_operator_allows_reaches_the_container_options() -> None:
     assert guarded["network_mode"] == "orsbox-guarded"  # never Docker's default bridge
     with pytest.raises(ValueError, match="needs its network"):
         container_options(bridged, "n", {}, {})
+
+
+def test_a_person_enters_a_sandbox_through_its_engine() -> None:
+    """`login_command` (Inspect's human agent): the engine it was configured with, if any."""
+    from orsbox.sandbox.docker import DockerBackend
+    from orsbox.sandbox.docker.config import DockerConfig
+
+    elsewhere = DockerBackend("t", config=DockerConfig(engine="unix:///nowhere.sock"))
+    assert elsewhere.login_command("abc", "root") == (
+        "docker -H unix:///nowhere.sock exec -it --user root abc bash -l"
+    )
+    assert DockerBackend("t").login_command("abc") == "docker exec -it abc bash -l"

@@ -43,7 +43,8 @@ def test_create_run_and_stop(
         wide = {**os.environ, "COLUMNS": "300"}
         ps = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=ROOT, env=wide)
         listing = ps.stdout
-        assert "sandbox:orsbox/tests" in listing and box.sid[:16] in listing
+        # the environment as a Kubernetes label value (`orsbox.sandbox.labels`)
+        assert "sandbox_orsbox_tests" in listing and box.sid[:16] in listing
         sid = box.sid
     assert containers_of(docker_client, sid) == []  # stop removed it
 

@@ -148,7 +148,7 @@ def _limits(
         disk_bytes=None,  # set, so an operator's default disk bound (a read-only root) stays off
         network=network.network,
         allowed_hosts=network.allowed_hosts,
-        privileges="docker-default",
+        privileges="runtime-default",
     )
 
 

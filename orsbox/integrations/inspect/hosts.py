@@ -10,7 +10,6 @@ where that server's policy, limits and reaper apply.
 from __future__ import annotations
 
 import hashlib
-import shlex
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,7 +19,7 @@ from orsbox.integrations.handles import LocalSandbox, RemoteSandbox, SandboxHand
 from orsbox.integrations.inspect.config import DEFAULT_IMAGE, ConfigRefused, OrsboxSandboxConfig
 from orsbox.integrations.sandbox_client import SandboxApiClient
 from orsbox.sandbox.base import SandboxBackend, SandboxSpec
-from orsbox.sandbox.config import DockerConfig, create_backend
+from orsbox.sandbox.config import create_backend, with_options
 from orsbox.sandbox.images import ImageRecipe, ensure_built
 
 LABEL = "orsbox.inspect.task"
@@ -67,12 +66,12 @@ def image_tag(dockerfile: Path) -> str:
 
 
 class LocalHost:
-    """Sandboxes on the local engine through orsbox's Docker backend."""
+    """Sandboxes on the local engine through orsbox's default backend (Docker), from the
+    factory with the config's engine and runtime."""
 
     def __init__(self, config: OrsboxSandboxConfig) -> None:
-        docker_config = DockerConfig(engine=config.engine, runtime=config.runtime)
-        self.backend: SandboxBackend = create_backend(docker_config)
-        self.docker_config = docker_config
+        options = with_options(None, engine=config.engine, runtime=config.runtime)
+        self.backend: SandboxBackend = create_backend(options)
         self.dockerfiles: set[str] = set()
         self.built: dict[str, str] = {}
         self.lock = anyio.Lock()
@@ -106,16 +105,14 @@ class LocalHost:
             user=config.user,
             workdir=config.working_dir,
             env=config.env,
-            labels={LABEL: task_name[:100]},
+            labels={LABEL: task_name},
         )
         return LocalSandbox(await self.backend.start(spec))
 
     def shell_command(self, handle: SandboxHandle, user: str | None) -> str | None:
         if not isinstance(handle, LocalSandbox):
             return None
-        who = ["--user", user] if user else []
-        engine = ["-H", self.docker_config.engine] if self.docker_config.engine else []
-        return shlex.join(["docker", *engine, "exec", "-it", *who, handle.sandbox.id, "bash", "-l"])
+        return self.backend.login_command(handle.sandbox.id, user)
 
     async def close(self) -> None:
         await self.backend.close()

@@ -26,10 +26,11 @@ import functools
 import logging
 import os
 import secrets
+import shlex
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import docker
@@ -37,17 +38,18 @@ import docker
 from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
-from orsbox.sandbox.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.diagnosis import EngineCheck
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork
+from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.diagnosis import engine_checks
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.guarded import GuardedNetwork
-from orsbox.sandbox.docker.host_state import check_guard, sweep_host_state
+from orsbox.sandbox.docker.host_state import Swept, sweep_host_state
 from orsbox.sandbox.docker.image_store import DockerImages
 from orsbox.sandbox.docker.images import build_hint
+from orsbox.sandbox.docker.network_checks import network_checks
 from orsbox.sandbox.docker.options import (
     container_name,
     container_options,
@@ -65,9 +67,10 @@ from orsbox.sandbox.docker.stream import DockerDemux
 from orsbox.sandbox.guest.channel import ChannelClosed, GuestChannel
 from orsbox.sandbox.guest.loader import guest_argv, guest_payload
 from orsbox.sandbox.guest.sandbox import check
-from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
+from orsbox.sandbox.host_state import HostStateSwept
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.images import BASE_IMAGE
+from orsbox.sandbox.labels import label_value
 from orsbox.sandbox.start_limit import StartLimit
 from orsbox.sandbox.usage import ResourceUsage
 
@@ -83,8 +86,6 @@ def default_server_id() -> str:
 
 
 class DockerBackend(SandboxBackend):
-    kind: Literal["docker", "fake"] = "docker"
-
     def __init__(
         self,
         server_id: str | None = None,
@@ -250,6 +251,11 @@ class DockerBackend(SandboxBackend):
     async def describe(self) -> str:
         return f"{await self._product()} at {self.engine.address or 'DOCKER_HOST'}"
 
+    def login_command(self, sandbox_id: str, user: str | None = None) -> str | None:
+        who = ["--user", user] if user else []
+        engine = ["-H", self.config.engine] if self.config.engine else []
+        return shlex.join(["docker", *engine, "exec", "-it", *who, sandbox_id, "bash", "-l"])
+
     async def engine_checks(self) -> list[EngineCheck]:
         description, has_base = await self.describe(), await self.images.has(BASE_IMAGE)
         checks = functools.partial(engine_checks, self.engine.client, description, has_base)
@@ -398,7 +404,8 @@ class DockerBackend(SandboxBackend):
     # -- the rest of the contract
 
     async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:
-        wanted = [f"{L.ORSBOX}=1"] if all_servers else [f"{L.SERVER}={self.server_id}"]
+        mine = f"{L.SERVER}={label_value(self.server_id)}"
+        wanted = [f"{L.ORSBOX}=1"] if all_servers else [mine]
         return [to_info(c) for c in await self.engine.list(wanted)]
 
     async def sweep(self) -> int:
@@ -407,7 +414,7 @@ class DockerBackend(SandboxBackend):
         doomed = [
             c["Id"]
             for c in containers
-            if (c.get("Labels") or {}).get(L.SERVER) != self.server_id
+            if not L.is_mine(c.get("Labels") or {}, self.server_id)
             and L.owner_is_dead(c.get("Labels") or {})
         ]
         async with anyio.create_task_group() as tg:
@@ -428,7 +435,7 @@ class DockerBackend(SandboxBackend):
         try:
             swept = await sweep_host_state(self.engine)
         except SandboxError as e:
-            swept = HostStateSwept(0, rules_error=str(e))
+            swept = Swept(0, rules_error=str(e))
         if swept.rules_error is not None:
             log.debug("egress rules not swept: %s", swept.rules_error)
         elif swept.rules or swept.networks:
@@ -436,15 +443,18 @@ class DockerBackend(SandboxBackend):
                      swept.networks)  # fmt: skip
 
     async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept:
-        return await sweep_host_state(self.engine, everything)
+        return (await sweep_host_state(self.engine, everything)).report()
 
-    async def check_network_guard(self) -> NetworkGuardReport | None:
-        """None on an engine whose sandboxes get no network of theirs (Podman's)."""
-        await self._product()
-        if self._network_refused() is not None:
-            return None
+    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
         allow = self.config.egress_allow
-        return await anyio.to_thread.run_sync(check_guard, self.guarded.bridge, allow)
+        return await network_checks(
+            self.guarded.bridge, allow, allowlists=allowlists, guarded=self._gives_networks
+        )
+
+    async def _gives_networks(self) -> bool:
+        """Its sandboxes get networks of their own to guard (not on Podman: `podman.py`)."""
+        await self._product()
+        return self._network_refused() is None
 
     async def prepare_network(self) -> None:
         await self._product()

@@ -1,5 +1,6 @@
 """The Docker backend's state on the host outside its containers: swept after dead
-servers, and its guard proven for `orsbox doctor` (`orsbox.sandbox.host_state`).
+servers (`orsbox gc`, `orsbox.sandbox.host_state`), and its guard proven for `orsbox
+doctor` (`network_checks.py`).
 
 A networked sandbox is guarded by a server's iptables chains (`egress.py`), joins a
 network the server made (`guarded.py`, `allowlist.py`) and, with an allow-list, talks
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import anyio
 
@@ -25,10 +27,50 @@ from orsbox.sandbox.docker.egress import (
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.guarded import sweep_networks
 from orsbox.sandbox.docker.proxy import sweep_proxies
-from orsbox.sandbox.host_state import HostStateSwept, NetworkGuardReport
+from orsbox.sandbox.host_state import HostStateSwept
 
 
-async def sweep_host_state(engine: Engine, everything: bool = False) -> HostStateSwept:
+@dataclass(frozen=True)
+class Swept:
+    """What one sweep removed of dead servers' host state. `rules_error` says why the
+    firewall rules could not be looked at (no root, no iptables); the networks, which
+    the rules guard, are then left too."""
+
+    proxies: int
+    rules: int = 0
+    networks: int = 0
+    rules_error: str | None = None
+
+    def report(self) -> HostStateSwept:
+        """For people (`orsbox gc`)."""
+        lines = [f"{self.proxies} egress proxy(ies) of dead servers stopped."]
+        if self.rules_error is not None:
+            lines.append(f"egress guard rules not looked at: {self.rules_error}")
+        else:
+            lines.append(f"{self.rules} egress guard rule(s) of dead servers removed.")
+            lines.append(f"{self.networks} network(s) of dead servers removed.")
+        return HostStateSwept(tuple(lines))
+
+
+@dataclass(frozen=True)
+class NetworkGuardReport:
+    """The guard a server would put in place, installed under a throwaway owner, read
+    back from the firewall and removed.
+
+    `dropped`: the ranges its rules drop (IPv4, then IPv6), `missing`: IPv4 ranges
+    meant to be dropped that were not; `host_dropped`: traffic to the host's own
+    addresses is dropped; `ipv6`: IPv6 is guarded too; `resolvers`: the DNS servers
+    left open; `allowed`: the ranges the operator opened (`ORSBOX_EGRESS_ALLOW`)."""
+
+    dropped: tuple[str, ...]
+    missing: tuple[str, ...]
+    host_dropped: bool
+    ipv6: bool
+    resolvers: tuple[str, ...]
+    allowed: tuple[str, ...]
+
+
+async def sweep_host_state(engine: Engine, everything: bool = False) -> Swept:
     """Stop dead servers' proxies, remove their guard rules (every server's with
     `everything`) and the networks nothing is on any more. Rules that cannot be listed
     (no root, no iptables) are reported, not raised: such a host has none of ours."""
@@ -36,8 +78,8 @@ async def sweep_host_state(engine: Engine, everything: bool = False) -> HostStat
     try:
         rules = await anyio.to_thread.run_sync(remove_stale, everything)
     except SandboxError as e:
-        return HostStateSwept(proxies, rules_error=str(e))
-    return HostStateSwept(proxies, len(rules), await sweep_networks(engine))
+        return Swept(proxies, rules_error=str(e))
+    return Swept(proxies, len(rules), await sweep_networks(engine))
 
 
 def check_guard(bridge: str, allow: Sequence[str]) -> NetworkGuardReport:

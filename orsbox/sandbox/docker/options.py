@@ -13,7 +13,7 @@ Defaults are the locked-down choice; `DockerBackend(run_options=...)` overrides 
   - no network unless asked (only a loopback interface; when asked, the guarded
     network of `guarded.py`, not Docker's default bridge), memory limit without swap,
     cpu and pids limits, every capability dropped, no privilege gain through setuid
-    (`privileges="docker-default"` keeps Docker's default set instead, for Harbor tasks);
+    (`privileges="runtime-default"` keeps Docker's default set instead, for Harbor tasks);
   - privileged mode, host networking, added capabilities and host mounts only as the
     spec asks (the server's policy decides what an environment may ask for);
   - with `disk_bytes`, a read-only root and bounded tmpfs folders (`disk.py`);
@@ -36,7 +36,7 @@ from typing import Any
 from docker.types import Mount, Ulimit
 
 from orsbox.sandbox.base import HostMount, SandboxLimits, SandboxSpec
-from orsbox.sandbox.config import is_gvisor
+from orsbox.sandbox.docker.config import is_gvisor
 from orsbox.sandbox.guest.loader import guest_argv
 
 GUEST_COMMAND = guest_argv()
@@ -115,11 +115,11 @@ def container_options(
 
 def privilege_options(limits: SandboxLimits) -> dict[str, Any]:
     """What root may do in the sandbox. `hardened` drops every capability and forbids
-    gaining privileges through setuid; `docker-default` leaves Docker's default set and
+    gaining privileges through setuid; `runtime-default` leaves Docker's default set and
     setuid as `docker run` does, because Harbor's tasks need them: apt drops to its
     `_apt` user (SETUID, SETGID), and a task's agent user may `sudo`, which refuses to
     run under no-new-privileges (measured: tests/formats/harbor/test_profile.py)."""
-    if limits.privileges == "docker-default":
+    if limits.privileges == "runtime-default":
         return {}
     return {"cap_drop": ["ALL"], "security_opt": ["no-new-privileges"]}
 

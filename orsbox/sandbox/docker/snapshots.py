@@ -107,7 +107,7 @@ class DockerSnapshots(SnapshotStore):
         removed = 0
         for kind in OWNER_KINDS:
             for snapshot in await self.find(kind):
-                if snapshot.labels.get(L.SERVER) == self.server_id:
+                if L.is_mine(snapshot.labels, self.server_id):
                     continue
                 if L.owner_is_dead(snapshot.labels) and await self.remove(snapshot.ref):
                     removed += 1

@@ -21,8 +21,8 @@ from orsbox.formats.harbor.reward_files import (
     parse_reward_txt,
 )
 from orsbox.formats.harbor.task_config import TaskConfig, read_task_toml
+from orsbox.sandbox.backend_config import DefaultLimits
 from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE
-from orsbox.sandbox.config import DefaultLimits
 from orsbox.sandbox.fake import FAKE_CAPABILITIES
 from orsbox.sandbox.image_map import ImageMap
 from tests.formats.harbor.tasks import (
@@ -104,7 +104,7 @@ def test_every_field_is_read_and_honoured(tmp_path: Path) -> None:
     assert (task.limits.cpus, task.limits.memory_bytes) == (2.0, 1024 * 1024**2)
     # storage_mb bounds what the task writes; the root stays writable (Harbor's profile)
     assert task.limits.writable_layer_bytes == 256 * 1024**2 and task.limits.disk_bytes is None
-    assert task.limits.privileges == "docker-default" and task.limits.network is False
+    assert task.limits.privileges == "runtime-default" and task.limits.network is False
     # an operator's default disk bound would make the root read-only: it does not apply
     assert DefaultLimits(disk_bytes=2**30).apply(task.limits).disk_bytes is None
     assert (task.agent_user, task.workdir, task.env, task.agent_timeout_s) == (

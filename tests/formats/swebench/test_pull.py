@@ -17,8 +17,8 @@ import pytest
 
 from orsbox.authoring.environment import EnvironmentContext
 from orsbox.errors import SetupFailed
-from orsbox.sandbox import DockerConfig
 from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.sandbox.docker.images import image_exists
 from tests.formats.swebench import dataset, images
 from tests.formats.swebench.conftest import Episode, load_one
