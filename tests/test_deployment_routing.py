@@ -143,3 +143,18 @@ def test_the_openreward_client_naming_nothing_served_fails(client: OpenReward) -
     assert f"X-Deployment 'math' names no environment served here; environments: {SERVED}" in str(
         raised.value
     )
+
+
+def test_the_openreward_clients_variant_wins_over_a_deployment_named_like_an_environment(
+    client: OpenReward, protocol_server: LiveServer
+) -> None:
+    """`get("protocol", variant="second_env")`: the openreward client sends `protocol`
+    as its deployment and `second_env` in the path and in `/create`'s `env_name`. The
+    variant is the environment meant, although `protocol` is served here too; the same
+    pair from another client is still the 400 above."""
+    env = client.environments.get("protocol", variant="second_env")
+    assert [t.name for t in env.list_tools()] == ["ping_tool"]
+    with env.session(split="validation", index=0) as session:
+        assert session.get_prompt()[0].text == "second"
+        assert session.call_tool("ping_tool", {}).reward == 0.5
+    assert get(protocol_server, "/second_env/tools", "protocol").status_code == 400

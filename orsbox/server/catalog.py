@@ -45,7 +45,7 @@ class Catalog:
     def default(self) -> str:
         return self.names[0]
 
-    def resolve(self, named: str | None, deployment: str | None) -> str:
+    def resolve(self, named: str | None, deployment: str | None, *, variant: bool = False) -> str:
         """The served environment a request means: `named` by its path or body, else
         the one its `X-Deployment` header names, else the default.
 
@@ -54,11 +54,13 @@ class Catalog:
         header naming one served environment while the path names another is a 400.
         A header naming nothing served beside a path that names an environment is
         left alone: the openreward client sends its deployment's name there, with the
-        environment as a variant in the path."""
+        environment as a variant in the path. With `variant` (a request from that
+        client) the header is its deployment's name even when an environment here has
+        that name too: `environments.get("math", variant="coding")` means coding."""
         wanted = deployment_environment(deployment)
         if named is not None:
             key, _ = self.get(named)
-            if wanted and wanted in self._envs and wanted != key:
+            if not variant and wanted and wanted in self._envs and wanted != key:
                 raise BadRequest(
                     f"X-Deployment {deployment!r} names environment {wanted!r} but the "
                     f"request names {key!r}; name one environment (served: "

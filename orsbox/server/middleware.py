@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orsbox.errors import OrsboxError
 from orsbox.server.catalog import Catalog
+from orsbox.server.clients import is_openreward
 from orsbox.server.errors import status_of
 
 # Endpoints that live under /{env_name}/ and that clients also call bare.
@@ -31,7 +32,9 @@ class ClientCompatMiddleware:
       the environment only in that header; `Catalog.resolve` has the rules). The path
       is rewritten in place instead of redirected: no extra round trip, and clients
       that do not follow redirects work too. `/{env}/...` with a header naming another
-      served environment is a 400, one naming none a 404 for a bare path.
+      served environment is a 400 (but not from the openreward client, whose header
+      then names the deployment of which the path's environment is a variant), one
+      naming none a 404 for a bare path.
     * Every body is JSON: one sent without a content type, or as curl's default
       form type, is read as JSON instead of failing with a confusing schema error.
     """
@@ -61,7 +64,8 @@ class ClientCompatMiddleware:
             scope = dict(scope, path=f"/{env}/{parts[0]}")
             scope["raw_path"] = scope["path"].encode()
         elif deployment and self._names_served(parts):  # an unknown one: the route's 404
-            self.catalog.resolve(parts[0], deployment)  # 400 if the header names another
+            variant = is_openreward(header(scope, b"user-agent"))
+            self.catalog.resolve(parts[0], deployment, variant=variant)  # 400: two named
         return scope
 
     def _names_served(self, parts: list[str]) -> bool:

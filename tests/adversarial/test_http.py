@@ -8,6 +8,7 @@ tests/adversarial/__init__.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -38,11 +39,14 @@ def connect(server: LiveServer) -> socket.socket:
 
 
 def exchange(server: LiveServer, data: bytes) -> bytes:
-    """Send `data`, read until the server closes; a reset mid-send counts as closed."""
+    """Send `data`, read until the server closes. A server that closes mid-send (a
+    reset, or a broken pipe when it closed first) counts as closed; what it answered
+    before closing is still read."""
     with connect(server) as sock:
         answer = b""
-        try:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
             sock.sendall(data)
+        try:
             while chunk := sock.recv(65536):
                 answer += chunk
         except ConnectionResetError:

@@ -59,14 +59,15 @@ def open_terminal_session(url: str, token: str, index: int = 0) -> str:
 
 
 def pid_namespace(client: docker.DockerClient, container_id: str) -> str:
-    """The pid namespace of a running container's processes, as its labels name it."""
+    """The pid namespace of a running container's processes, as /proc names it."""
     pid = client.api.inspect_container(container_id)["State"]["Pid"]
     return os.readlink(f"/proc/{pid}/ns/pid")
 
 
 def sandboxes_of(client: docker.DockerClient, namespace: str) -> list[str]:
-    """Ids of the sandbox containers started by the server in pid namespace `namespace`."""
-    wanted = {"label": [f"{L.ORSBOX}=1", f"{L.PID_NAMESPACE}={namespace}"]}
+    """Ids of the sandbox containers started by the server in pid namespace `namespace`
+    (`pid:[N]`, as /proc names it; the label holds its number)."""
+    wanted = {"label": [f"{L.ORSBOX}=1", f"{L.PID_NAMESPACE}={L.namespace_value(namespace)}"]}
     return [c["Id"] for c in client.api.containers(all=True, filters=wanted)]
 
 

@@ -1,5 +1,7 @@
 """A sandbox's usage through the backend, under runc and (where an engine with it
-runs) gVisor's runsc: one CPU second and 200 MB show within 20% under runc. Under
+runs) gVisor's runsc: under runc, 200 MB shows within 20% and the CPU as the work's own
+count of it (user + system: faulting in 200 MB costs more of it on a loaded machine)
+plus at most a few tenths for the exec around it. Under
 runsc the cgroup also holds gVisor's own kernel, so the figures are what the host paid:
 the memory past the idle sandbox within 20% still, the CPU up to three times the guest's
 (each guest page fault and system call costs host time)."""
@@ -20,9 +22,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 RUNSC_SOCKET = os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
 WORK = (
-    "python3 -c \"import time; b = b'x' * (200 * 10**6); t = time.process_time()\n"
-    'while time.process_time() - t < 1.0: pass"'
+    "python3 -c \"import os, time; b = b'x' * (200 * 10**6); t = time.process_time()\n"
+    'while time.process_time() - t < 1.0: pass\nprint(sum(os.times()[:2]))"'
 )
+EXEC_OVERHEAD_S = 0.3  # the shell around the work, on a loaded machine
 
 
 def runsc_client() -> docker.DockerClient | None:
@@ -70,6 +73,8 @@ async def test_usage_of_one_cpu_second_and_200_mb(
     used = await sandbox.usage()
     assert used is not None and used.cpu_s is not None and used.peak_memory_bytes is not None
     burned = used.cpu_s - idle.cpu_s
+    own_cpu_s = float(result.output.split()[-1])
+    assert own_cpu_s >= 1.0, result.output
     if backend._run_options.get("runtime") == "runsc":
         # gVisor's own kernel lives in the sandbox's cgroup (~23 MB, and host CPU for
         # each guest page fault and system call): past the idle sandbox, the host paid
@@ -78,7 +83,7 @@ async def test_usage_of_one_cpu_second_and_200_mb(
         assert 0.8 <= burned <= 3.0, (idle, used)
         assert abs(used.peak_memory_bytes - idle.peak_memory_bytes - 200e6) <= 0.2 * 200e6
     else:
-        assert abs(burned - 1.0) <= 0.2, (idle, used)
+        assert own_cpu_s - 0.05 <= burned <= own_cpu_s + EXEC_OVERHEAD_S, (idle, used, own_cpu_s)
         assert abs(used.peak_memory_bytes - 200e6) <= 0.2 * 200e6, used
     from_engine = read_usage(backend.engine.client.api, sandbox.id, 0)  # the stats fallback
     assert (

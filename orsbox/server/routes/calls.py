@@ -18,6 +18,7 @@ from orsbox.protocol.calls import Event
 from orsbox.protocol.reasons import Reason, labelled
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import RunToolError, RunToolSuccess, ToolCall
+from orsbox.server.clients import is_openreward
 from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.observer import CallWatch
@@ -27,7 +28,6 @@ from orsbox.server.sessions import Session
 
 router = APIRouter()
 log = logging.getLogger("orsbox.calls")
-OPENREWARD_USER_AGENT = "openreward-sdk/"
 
 
 async def run_call(
@@ -79,7 +79,7 @@ def renders_reason(user_agent: str) -> bool:
     """Whether the client shows an `ok: false` answer as `reason: error` itself: the
     `openreward` client does (it says so in its User-Agent); ors-sdk and others show
     `error` alone, so they get the label in the text."""
-    return user_agent.startswith(OPENREWARD_USER_AGENT)
+    return is_openreward(user_agent)
 
 
 @router.post(

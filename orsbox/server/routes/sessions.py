@@ -18,6 +18,7 @@ from orsbox.protocol.types import (
     SessionId,
     Status,
 )
+from orsbox.server.clients import is_openreward
 from orsbox.server.deps import CatalogDep, SessionIdDep, SessionsDep
 from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.openapi import SSE, errors
@@ -59,12 +60,14 @@ async def create(
     body: Annotated[CreateSession | None, Body()] = None,
     x_secrets: Annotated[str | None, Header()] = None,
     x_deployment: Annotated[str | None, Header()] = None,
+    user_agent: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> SessionId:
     """The environment: `env_name`, else the one `X-Deployment` names (the openreward
     client's only mention of it), else the default (`Catalog.resolve`)."""
     if body is None:
         raise BadRequest("body must give either task_spec or split and index")
-    name, env_cls = catalog.get(catalog.resolve(body.env_name, x_deployment))
+    variant = is_openreward(user_agent)
+    name, env_cls = catalog.get(catalog.resolve(body.env_name, x_deployment, variant=variant))
     _check_toolset(name, env_cls, body.toolset_name)
     if body.task_spec is not None:
         task_spec = body.task_spec
