@@ -17,6 +17,8 @@ from orsbox.sandbox import SandboxBackend, SandboxSpec
 from orsbox.sandbox.guest import payload as guest
 from orsbox.sandbox.guest.loader import LOADER
 from orsbox.sandbox.guest.payload import PACKAGE, Payload, guest_modules, guest_payload
+from tests.runtimes import UNDER_TEST
+from tests.sandbox.conftest import BASE_IMAGE
 
 INSIDE = Path(guest.__file__).parent / "inside"
 SOURCES = sorted(INSIDE.glob("*.py"))
@@ -100,12 +102,17 @@ def harmful_payload(marker: str) -> bytes:
     return b"%010d%010d" % (len(compiled), len(source)) + compiled + source
 
 
-@pytest.mark.docker
+ENGINES = [pytest.param(name, marks=UNDER_TEST[name].marks) for name in ("runc", "runsc", "podman")]
+
+
 @pytest.mark.anyio
+@pytest.mark.parametrize("under_test", ENGINES, indirect=True)
 async def test_sub_guests_load_the_kept_copy_and_refuse_a_changed_one(
-    backend: SandboxBackend, base_image: str
+    backend: SandboxBackend,
 ) -> None:
-    sandbox = await backend.start(SandboxSpec(image=base_image, session_id="kept"))
+    """On every engine (runc, gVisor, Podman): the copy is kept in the sandbox's
+    /dev/shm, and a sub-guest runs it only with the payload's digest."""
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, session_id="kept"))
     try:
         subs = sub_guests(sandbox)
         for _ in range(3):
