@@ -3,8 +3,8 @@ may import, and anything else fails, so a new reach upwards is caught the day it
 written. Walking every module's imports with `ast` keeps it that way; an import inside
 a function counts as much as one at the top.
 
-The layers, bottom up: `protocol` (the wire) and `errors` (the shared vocabulary) import
-nothing; `sandbox` sees `protocol`; `authoring` sees the sandbox contract; `formats` are
+The layers, bottom up: `protocol` (the wire), `errors` (the shared vocabulary) and
+`clock` (where timeouts read the time) import nothing; `sandbox` sees `protocol`; `authoring` sees the sandbox contract; `formats` are
 loaders producing environments; the `server` sees everything below; the `cli` sees all.
 
 The backend seam (docs/backends.md): each backend lives in its home (`BACKEND_HOMES`:
@@ -46,8 +46,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     for name, layers in {
         "orsbox.errors": (),
         "orsbox.protocol": (),
-        "orsbox.sandbox": ("protocol", "errors"),
-        "orsbox.authoring": ("protocol", "sandbox", "errors"),
+        "orsbox.clock": (),
+        "orsbox.sandbox": ("protocol", "errors", "clock"),
+        "orsbox.authoring": ("protocol", "sandbox", "errors", "clock"),
         "orsbox.formats": ("authoring", "sandbox", "protocol", "errors"),
         # episodes record what graders report (authoring's reward-hacking findings)
         "orsbox.monitoring": ("protocol", "sandbox", "authoring", "errors"),
@@ -57,7 +58,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.settings": ("server", "sandbox"),
         "orsbox.server": (
             *("formats", "authoring", "monitoring", "sandbox", "protocol", "errors"),
-            *("settings", ROOT),  # ROOT: orsbox.__version__
+            *("settings", "clock", ROOT),  # ROOT: orsbox.__version__
         ),
         "orsbox.serving": ("server", "settings", "authoring"),
         ROOT: ("serving", "authoring", "protocol", "errors"),  # errors: GradingError
