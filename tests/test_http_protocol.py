@@ -504,26 +504,8 @@ def test_delete_during_setup(protocol_server: LiveServer) -> None:
     assert get(protocol_server, "/protocol/prompt", sid).status_code == 410
 
 
-def test_inactivity_reaping(protocol_server: LiveServer, tmp) -> None:
-    log = tmp / "teardown.log"
-    idle = new_session(protocol_server, teardown_log=str(log))
-    kept = new_session(protocol_server)
-
-    def idle_reaped() -> bool:  # session_timeout_s is 4; keep one alive with pings
-        assert post(protocol_server, "/ping", None, kept).status_code == 200
-        return log.exists()
-
-    wait_until(idle_reaped, 15, interval_s=0.5, message="the idle session reaped")
-    assert get(protocol_server, "/protocol/prompt", idle).status_code == 404
-    assert log.read_text() == "torn down\n"
-    assert get(protocol_server, "/protocol/prompt", kept).status_code == 200
-
-
-def test_a_running_call_keeps_its_session_alive(protocol_server: LiveServer) -> None:
-    sid = new_session(protocol_server)
-    stream = call(protocol_server, sid, "sleep", {"seconds": 6})  # longer than the 4 s timeout
-    assert stream.result()["ok"] is True
-    assert get(protocol_server, "/protocol/prompt", sid).status_code == 200
+# The reaper (idle sessions torn down, a running call or a setup never reaped) runs on
+# a manual clock in tests/test_session_reaping.py, through the same app.
 
 
 def test_shutdown_tears_down_every_session(tmp) -> None:
@@ -537,11 +519,3 @@ def test_shutdown_tears_down_every_session(tmp) -> None:
     server.stop()  # SIGTERM: uvicorn shuts down gracefully, then re-raises the signal
     assert [log.read_text() for log in logs] == ["torn down\n"] * 3
     assert "Application shutdown complete" in server.log()
-
-
-def test_a_session_in_setup_is_not_reaped(protocol_server: LiveServer) -> None:
-    """A setup longer than the inactivity timeout (4 s here) must not have its session
-    reaped from under the requests waiting for it; the clock starts when it ends."""
-    sid = new_session(protocol_server, setup_s=5)
-    time.sleep(5.5)
-    assert get(protocol_server, "/protocol/prompt", sid).status_code == 200

@@ -1,0 +1,156 @@
+"""The server's reaper, through the app, on a manual clock: an idle session is torn
+down after the inactivity timeout and not before, while a session with a call running
+or still in setup is never reaped. The app is the one `create_app` builds, lifespan and
+reaper included; only its clock is moved by hand (`orsbox.clock.ManualClock`), so no
+test waits the timeout out. The rules alone: tests/test_session_lease.py; real clients
+and processes: tests/test_abandoned_sessions.py."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from orsbox import Environment, TextBlock, ToolOutput, tool
+from orsbox.clock import ManualClock
+from orsbox.server import create_app
+from orsbox.server.sessions import SessionManager
+from orsbox.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS = Settings(log_level="warning")  # the defaults: a 900 s timeout, a look every 5 s
+TIMEOUT_S, REAP_S = SETTINGS.session_timeout_s, SETTINGS.reap_interval_s
+
+
+class Gated(Environment):
+    """A setup and a tool that wait until the test opens their gate; a teardown that
+    says it ran."""
+
+    setup_gate: asyncio.Event | None = None
+    call_gate: asyncio.Event | None = None
+    in_call: asyncio.Event | None = None
+    torn_down: list[str] = []
+
+    @classmethod
+    def list_splits(cls):
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str):
+        return [{}]
+
+    async def setup(self):
+        if self.task_spec.get("gated_setup"):
+            assert Gated.setup_gate is not None
+            await Gated.setup_gate.wait()
+
+    def teardown(self):
+        Gated.torn_down.append(self.task_spec["name"])
+
+    def get_prompt(self):
+        return [TextBlock(text="wait")]
+
+    @tool
+    async def wait(self) -> ToolOutput:
+        """Run until the test says so."""
+        assert Gated.call_gate is not None and Gated.in_call is not None
+        Gated.in_call.set()
+        await Gated.call_gate.wait()
+        return ToolOutput(blocks=[TextBlock(text="done")])
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[FastAPI]:
+    Gated.setup_gate, Gated.call_gate, Gated.in_call = (asyncio.Event() for _ in range(3))
+    Gated.torn_down = []
+    app = create_app([Gated], SETTINGS, clock=ManualClock())
+    async with app.router.lifespan_context(app):
+        await app.state.sessions.clock.sleepers(1)  # the reaper waits for its first look
+        yield app
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://orsbox") as client:
+        yield client
+
+
+def sessions(app: FastAPI) -> SessionManager:
+    return app.state.sessions
+
+
+async def advance(app: FastAPI, seconds: float) -> None:
+    """Move the server's clock; returns once the reaper has looked (if it was due)."""
+    await sessions(app).clock.advance(seconds)  # type: ignore[attr-defined]
+
+
+async def create(client: httpx.AsyncClient, name: str, **task: object) -> str:
+    sid = uuid.uuid4().hex
+    body = {"task_spec": {"name": name, **task}}
+    r = await client.post("/create", headers={"X-Session-ID": sid}, json=body)
+    assert r.status_code == 200, r.text
+    return sid
+
+
+async def prompt(client: httpx.AsyncClient, sid: str) -> int:
+    return (await client.get("/gated/prompt", headers={"X-Session-ID": sid})).status_code
+
+
+async def test_an_idle_session_is_torn_down_after_the_timeout_and_a_pinged_one_kept(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    idle, kept = await create(client, "idle"), await create(client, "kept")
+    assert await prompt(client, idle) == await prompt(client, kept) == 200
+    await advance(app, TIMEOUT_S)
+    assert Gated.torn_down == []  # a timeout is not over at its last second
+    assert (await client.post("/ping", headers={"X-Session-ID": kept})).status_code == 200
+    await advance(app, REAP_S)  # the reaper's next look
+    assert Gated.torn_down == ["idle"]
+    assert await prompt(client, idle) == 404  # reaped, as the spec says: not 410
+    assert await prompt(client, kept) == 200
+
+
+async def test_a_running_call_keeps_its_session_alive(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    sid = await create(client, "busy")
+    assert await prompt(client, sid) == 200
+    body = {"name": "wait", "input": {}}
+    running = asyncio.create_task(
+        client.post("/gated/call", headers={"X-Session-ID": sid}, json=body)
+    )
+    assert Gated.in_call is not None and Gated.call_gate is not None
+    await Gated.in_call.wait()
+    await advance(app, TIMEOUT_S * 2)  # the call outlasts the timeout twice over
+    assert Gated.torn_down == [] and [s.sid for s in sessions(app).live()] == [sid]
+    Gated.call_gate.set()
+    answer = await running
+    assert answer.status_code == 200 and "event: end" in answer.text, answer.text
+    await advance(app, TIMEOUT_S)  # the clock starts again when the call ends
+    assert Gated.torn_down == []
+    assert await prompt(client, sid) == 200
+
+
+async def test_a_session_in_setup_is_not_reaped(app: FastAPI, client: httpx.AsyncClient) -> None:
+    """A setup longer than the inactivity timeout must not have its session reaped from
+    under the requests waiting for it; the clock starts when it ends."""
+    sid = await create(client, "slow", gated_setup=True)
+    await advance(app, TIMEOUT_S * 2)
+    assert Gated.torn_down == [] and [s.sid for s in sessions(app).live()] == [sid]
+    assert Gated.setup_gate is not None
+    Gated.setup_gate.set()
+    await sessions(app).live()[0].ready.wait()
+    await advance(app, TIMEOUT_S)
+    assert Gated.torn_down == []
+    assert await prompt(client, sid) == 200
