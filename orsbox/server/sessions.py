@@ -320,6 +320,7 @@ class SessionManager:
             settings=self.settings,
             extras=self.context_extras,
             start_from=session.start_from,
+            clock=self.clock,
         )
         session.env = env
         if toolset is not None:
