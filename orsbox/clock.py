@@ -1,11 +1,12 @@
 """Clocks: where the server's timeouts, reapers and pollers read the time and wait.
 
 Code that measures a timeout (a session's inactivity or lease, an id's reservation, a
-warm shelf's idle TTL, an API sandbox's idleness) or wakes up now and then to look
-(the reapers, the pool's tidying) takes a `Clock`, `SYSTEM_CLOCK` unless told
-otherwise, and never reads `time` or sleeps on its own. A test hands it a
-`ManualClock` and moves time itself, so it proves "reaped after the timeout, not
-before" without waiting the timeout out:
+warm shelf's idle TTL, an API sandbox's idleness, an episode's time limit), wakes up now
+and then (the reapers, the pool's tidying, an SSE stream's keep-alives) or waits for
+something at most so long (a request for a session still in setup) takes a `Clock`,
+`SYSTEM_CLOCK` unless told otherwise, and never reads `time` or sleeps on its own. A
+test hands it a `ManualClock` and moves time itself, so it proves "reaped after the
+timeout, not before" without waiting the timeout out:
 
     clock = ManualClock()
     manager = SessionManager(settings, clock=clock)
@@ -13,8 +14,8 @@ before" without waiting the timeout out:
     await clock.sleepers(1)            # the reaper is waiting for its next look
     await clock.advance(timeout + 1)   # returns once the reaper has looked again
 
-Only waits meant to be measured go through it: a request's own `anyio.fail_after`,
-or a poll for an engine, stays on the real clock.
+What is measured for its own sake stays on the real clock: durations logged or put in
+metrics, a poll for an engine, a command's timeout inside a sandbox.
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
-    """Monotonic seconds and a sleep measured in them."""
+    """Monotonic seconds, and waits measured in them."""
 
     def monotonic(self) -> float: ...
 
     async def sleep(self, seconds: float) -> None: ...
+
+    async def wait(self, future: asyncio.Future[Any], timeout_s: float) -> bool:
+        """Wait for `future` at most `timeout_s`; whether it is done. It is left
+        running either way (cancel it if it is no longer wanted)."""
+        ...
 
 
 class SystemClock:
@@ -41,6 +47,10 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    async def wait(self, future: asyncio.Future[Any], timeout_s: float) -> bool:
+        done, _ = await asyncio.wait({future}, timeout=timeout_s)
+        return bool(done)
 
 
 SYSTEM_CLOCK = SystemClock()
@@ -69,16 +79,29 @@ class ManualClock:
         if seconds <= 0:
             await asyncio.sleep(0)
             return
+        await self._sleep_until(self.now + seconds, None)
+
+    async def wait(self, future: asyncio.Future[Any], timeout_s: float) -> bool:
+        """While it waits, the task counts as a sleeper, woken by `advance` or by
+        `future`."""
+        if not future.done():
+            await self._sleep_until(self.now + timeout_s, future)
+        return future.done()
+
+    async def _sleep_until(self, deadline: float, future: asyncio.Future[Any] | None) -> None:
         task = asyncio.current_task()
-        assert task is not None, "ManualClock.sleep runs in a task"
+        assert task is not None, "a ManualClock is waited on in a task"
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._sleeping[task] = (self.now + seconds, woken)
+        self._sleeping[task] = (deadline, woken)
         if task not in self._watched:
             self._watched.add(task)
             task.add_done_callback(self._ended)
         self._notify()
         try:
-            await woken
+            if future is None:
+                await woken
+            else:
+                await asyncio.wait({woken, future}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._sleeping.pop(task, None)
 
@@ -118,3 +141,14 @@ class ManualClock:
     def _notify(self) -> None:
         if self._changed is not None:
             self._changed.set()
+
+
+async def wait_for_event(clock: Clock, event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait for `event` at most `timeout_s` of `clock`; whether it is set."""
+    if event.is_set():
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        return await clock.wait(waiter, timeout_s)
+    finally:
+        waiter.cancel()

@@ -59,3 +59,19 @@ async def test_the_system_clock_is_the_real_one() -> None:
     before = SYSTEM_CLOCK.monotonic()
     await SYSTEM_CLOCK.sleep(0)
     assert SYSTEM_CLOCK.monotonic() >= before
+
+
+async def test_a_wait_ends_with_its_future_or_at_its_timeout() -> None:
+    clock = ManualClock()
+    for finish in (True, False):
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting = asyncio.create_task(clock.wait(future, 5))
+        await clock.sleepers(1)
+        if finish:
+            future.set_result(None)  # no time passes
+        else:
+            await clock.advance(4.99)
+            assert not waiting.done()
+            await clock.advance(0.01)
+        assert await waiting is finish
+        assert clock.sleeping() == 0

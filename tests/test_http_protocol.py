@@ -11,9 +11,8 @@ import httpx
 import pytest
 
 from orsbox.settings import Settings
-from tests.conftest import PROTOCOL_ENVS
 from tests.fixture_envs.protocol_envs import BIG_TEXT
-from tests.servers import LiveServer, start_server
+from tests.servers import LiveServer
 from tests.sse_client import post_sse
 from tests.waiting import wait_until
 
@@ -377,16 +376,7 @@ def assert_keepalive_pings(server: LiveServer, keepalive_s: float) -> None:
     assert 0.8 * k < times[0] < 1.3 * k and 0.8 * k < times[1] - times[0] < 1.2 * k, times
 
 
-def test_keepalive_comments_while_a_tool_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """CI-sized: a server whose interval is 4 s (`keepalive_s`); the default 10 s interval
-    is the full_matrix test below."""
-    server = start_server(PROTOCOL_ENVS, tmp_path_factory.mktemp("keepalive"), keepalive_s=4)
-    try:
-        assert_keepalive_pings(server, 4)
-    finally:
-        server.stop()
-
-
+# CI-sized: the keep-alive's interval on a manual clock, tests/test_server_timeouts.py.
 @pytest.mark.full_matrix
 def test_keepalive_comments_at_the_default_interval(protocol_server: LiveServer) -> None:
     assert Settings().keepalive_s == 10
@@ -459,25 +449,8 @@ def test_blocking_tool_does_not_stall_server_or_other_sessions(protocol_server: 
 
 
 # -- session lifecycle -----------------------------------------------------------------
-def test_setup_wait_then_503_then_ready(protocol_server: LiveServer) -> None:
-    sid = new_session(protocol_server, setup_s=3)
-    assert post(protocol_server, "/ping", None, sid).status_code == 200  # during setup
-    r = get(protocol_server, "/protocol/prompt", sid)  # waits setup_wait_s=1.5, then 503
-    assert r.status_code == 503
-    assert r.headers["retry-after"] == "2" and r.headers["x-backend-state"] == "starting"
-    assert "still running" in r.json()["detail"]
-    ready = wait_until(
-        lambda: (r := get(protocol_server, "/protocol/prompt", sid)).status_code == 200 and r,
-        10,
-        interval_s=0.1,
-        message="the setup ended",
-    )
-    assert ready.json()[0]["text"] == "q"
-
-
-def test_requests_wait_for_a_short_setup(protocol_server: LiveServer) -> None:
-    sid = new_session(protocol_server, setup_s=0.8)
-    assert call(protocol_server, sid, "submit", {"answer": "4"}).result()["output"]["reward"] == 1.0
+# The setup wait (503 after `setup_wait_s`, an answer as soon as the setup ends) runs on
+# a manual clock in tests/test_server_timeouts.py.
 
 
 def test_failed_setup_fails_later_requests_with_its_message(
@@ -505,7 +478,7 @@ def test_delete_during_setup(protocol_server: LiveServer) -> None:
 
 
 # The reaper (idle sessions torn down, a running call or a setup never reaped) runs on
-# a manual clock in tests/test_session_reaping.py, through the same app.
+# a manual clock in tests/test_server_timeouts.py, through the same app.
 
 
 def test_shutdown_tears_down_every_session(tmp) -> None:

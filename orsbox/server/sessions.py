@@ -44,7 +44,7 @@ from pydantic import SecretStr
 
 from orsbox.authoring import Environment, EnvironmentContext
 from orsbox.authoring.user_code import call_user
-from orsbox.clock import SYSTEM_CLOCK, Clock
+from orsbox.clock import SYSTEM_CLOCK, Clock, wait_for_event
 from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
 from orsbox.monitoring.logs import SESSION_ID
 from orsbox.server.cells import check_owned, mint
@@ -164,9 +164,7 @@ class SessionManager:
     async def ready(self, sid: str) -> Session:
         """The session once its setup has finished; see the module docstring."""
         session = self.get(sid)
-        if not session.ready.is_set():
-            with anyio.move_on_after(self.settings.setup_wait_s):
-                await session.ready.wait()
+        await wait_for_event(self.clock, session.ready, self.settings.setup_wait_s)
         return self._check_ready(session)
 
     async def environment(self, sid: str) -> Environment:

@@ -22,9 +22,7 @@ import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-import anyio
-
-from orsbox.clock import SYSTEM_CLOCK, Clock
+from orsbox.clock import SYSTEM_CLOCK, Clock, wait_for_event
 from orsbox.errors import (
     Forbidden,
     Gone,
@@ -159,10 +157,7 @@ class SandboxManager:
         """The sandbox once started: 503 (starting) after `setup_wait_s`, 410 when it
         failed to start or died."""
         box = self.get(owner, sid)
-        if not box.ready.is_set():
-            with anyio.move_on_after(self.settings.setup_wait_s):
-                await box.ready.wait()
-        if not box.ready.is_set():
+        if not await wait_for_event(self.clock, box.ready, self.settings.setup_wait_s):
             raise ServiceUnavailable(
                 "the sandbox is still starting; retry shortly",
                 headers={

@@ -1,9 +1,14 @@
-"""The server's reaper, through the app, on a manual clock: an idle session is torn
-down after the inactivity timeout and not before, while a session with a call running
-or still in setup is never reaped. The app is the one `create_app` builds, lifespan and
-reaper included; only its clock is moved by hand (`orsbox.clock.ManualClock`), so no
-test waits the timeout out. The rules alone: tests/test_session_lease.py; real clients
-and processes: tests/test_abandoned_sessions.py."""
+"""The server's timeouts, through the app, on a manual clock:
+* the reaper: an idle session is torn down after the inactivity timeout and not
+  before, while a session with a call running or still in setup is never reaped;
+* the setup wait: a request for a session in setup waits for it `setup_wait_s` at most,
+  then gets 503 with Retry-After, and is answered as soon as the setup ends;
+* the SSE keep-alive: a `: ping` comment every `keepalive_s` while a call runs.
+The app is the one `create_app` builds, lifespan and reaper included, at the default
+settings; only its clock is moved by hand (`orsbox.clock.ManualClock`), so no test
+waits a timeout out. The lease's rules alone: tests/test_session_lease.py; real clients
+and processes: tests/test_abandoned_sessions.py; the keep-alive at its default interval
+on a live server: test_http_protocol's `full_matrix` test."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ pytestmark = pytest.mark.anyio
 
 SETTINGS = Settings(log_level="warning")  # the defaults: a 900 s timeout, a look every 5 s
 TIMEOUT_S, REAP_S = SETTINGS.session_timeout_s, SETTINGS.reap_interval_s
+SETUP_WAIT_S, KEEPALIVE_S = SETTINGS.setup_wait_s, SETTINGS.keepalive_s
 
 
 class Gated(Environment):
@@ -154,3 +160,48 @@ async def test_a_session_in_setup_is_not_reaped(app: FastAPI, client: httpx.Asyn
     await advance(app, TIMEOUT_S)
     assert Gated.torn_down == []
     assert await prompt(client, sid) == 200
+
+
+async def test_a_request_waits_for_the_setup_then_gets_503(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    sid = await create(client, "slow", gated_setup=True)
+    headers = {"X-Session-ID": sid}
+    assert (await client.post("/ping", headers=headers)).status_code == 200  # during setup
+    waiting = asyncio.create_task(client.get("/gated/prompt", headers=headers))
+    await sessions(app).clock.sleepers(2)  # the reaper, and the request waiting for setup
+    await advance(app, SETUP_WAIT_S - 0.01)
+    assert not waiting.done()
+    await advance(app, 0.01)
+    r = await waiting
+    assert r.status_code == 503, r.text
+    assert r.headers["retry-after"] == "2" and r.headers["x-backend-state"] == "starting"
+    assert "still running" in r.json()["detail"]
+    waiting = asyncio.create_task(client.get("/gated/prompt", headers=headers))
+    await sessions(app).clock.sleepers(2)
+    assert Gated.setup_gate is not None
+    Gated.setup_gate.set()  # no time passes: the request is answered when the setup ends
+    r = await waiting
+    assert r.status_code == 200 and r.json()[0]["text"] == "wait"
+
+
+async def test_a_running_call_streams_a_keepalive_every_interval(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    sid = await create(client, "busy")
+    assert await prompt(client, sid) == 200
+    body = {"name": "wait", "input": {}}
+    running = asyncio.create_task(
+        client.post("/gated/call", headers={"X-Session-ID": sid}, json=body)
+    )
+    assert Gated.in_call is not None and Gated.call_gate is not None
+    await Gated.in_call.wait()
+    await sessions(app).clock.sleepers(2)  # the reaper, and the stream waiting for the end
+    for _ in range(2):
+        await advance(app, KEEPALIVE_S)  # returns once the stream waits again
+    await advance(app, KEEPALIVE_S - 0.01)
+    Gated.call_gate.set()
+    lines = (await running).text.split("\r\n")
+    pings = [line for line in lines if line.startswith(":")]
+    assert len(pings) == 2 and all(p.startswith(": ping - ") for p in pings), lines
+    assert lines[0] == "event: task_id" and "event: end" in lines[lines.index(pings[-1]) :]
