@@ -14,7 +14,6 @@ from orsbox.settings import Settings
 from tests.fixture_envs.protocol_envs import BIG_TEXT
 from tests.servers import LiveServer
 from tests.sse_client import post_sse
-from tests.waiting import wait_until
 
 
 def new_session(server: LiveServer, **task: object) -> str:
@@ -383,7 +382,9 @@ def test_keepalive_comments_at_the_default_interval(protocol_server: LiveServer)
     assert_keepalive_pings(protocol_server, 10)
 
 
-def test_reconnect_running_finished_expired_unknown(protocol_server: LiveServer) -> None:
+def test_reconnect_running_finished_unknown(protocol_server: LiveServer) -> None:
+    """The result forgotten `result_linger_s` after the call's end: on a manual clock in
+    tests/test_server_timeouts.py."""
     sid = new_session(protocol_server)
     url = f"{protocol_server.url}/protocol/call"
     body = {"name": "sleep", "input": {"seconds": 2}}
@@ -403,13 +404,6 @@ def test_reconnect_running_finished_expired_unknown(protocol_server: LiveServer)
     assert post_sse(url, {**body, "task_id": task_id}, other).events == [
         ("error", "unknown task_id")
     ]
-    unknown = [("error", "unknown task_id")]
-    wait_until(  # the fixture's result_linger_s is 3, counted from the call's end
-        lambda: post_sse(url, {**body, "task_id": task_id}, sid).events == unknown,
-        10,
-        interval_s=0.2,
-        message="the finished call forgotten",
-    )
     assert post_sse(url, {**body, "task_id": "bogus"}, sid).events == [("error", "unknown task_id")]
 
 

@@ -3,9 +3,10 @@ may import, and anything else fails, so a new reach upwards is caught the day it
 written. Walking every module's imports with `ast` keeps it that way; an import inside
 a function counts as much as one at the top.
 
-The layers, bottom up: `protocol` (the wire), `errors` (the shared vocabulary) and
-`clock` (where timeouts read the time) import nothing; `sandbox` sees `protocol`; `authoring` sees the sandbox contract; `formats` are
-loaders producing environments; the `server` sees everything below; the `cli` sees all.
+The layers, bottom up: `errors` (the shared vocabulary) and `clock` (where timeouts
+read the time) import nothing; `protocol` (the wire) sees `clock`; `sandbox` sees
+`protocol`; `authoring` sees the sandbox contract; `formats` are loaders producing
+environments; the `server` sees everything below; the `cli` sees all.
 
 The backend seam (docs/backends.md): each backend lives in its home (`BACKEND_HOMES`:
 the Docker package, the fake's two modules) and the factory (`orsbox/sandbox/config.py`)
@@ -45,8 +46,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     name: frozenset(f"orsbox.{layer}" if layer != ROOT else ROOT for layer in layers)
     for name, layers in {
         "orsbox.errors": (),
-        "orsbox.protocol": (),
         "orsbox.clock": (),
+        "orsbox.protocol": ("clock",),  # the reconnect buffer's linger
         "orsbox.sandbox": ("protocol", "errors", "clock"),
         "orsbox.authoring": ("protocol", "sandbox", "errors", "clock"),
         "orsbox.formats": ("authoring", "sandbox", "protocol", "errors"),

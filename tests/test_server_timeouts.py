@@ -3,7 +3,8 @@
   before, while a session with a call running or still in setup is never reaped;
 * the setup wait: a request for a session in setup waits for it `setup_wait_s` at most,
   then gets 503 with Retry-After, and is answered as soon as the setup ends;
-* the SSE keep-alive: a `: ping` comment every `keepalive_s` while a call runs.
+* the SSE keep-alive: a `: ping` comment every `keepalive_s` while a call runs;
+* the reconnect buffer: a finished call's result is there for `result_linger_s`.
 The app is the one `create_app` builds, lifespan and reaper included, at the default
 settings; only its clock is moved by hand (`orsbox.clock.ManualClock`), so no test
 waits a timeout out. The lease's rules alone: tests/test_session_lease.py; real clients
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.anyio
 SETTINGS = Settings(log_level="warning")  # the defaults: a 900 s timeout, a look every 5 s
 TIMEOUT_S, REAP_S = SETTINGS.session_timeout_s, SETTINGS.reap_interval_s
 SETUP_WAIT_S, KEEPALIVE_S = SETTINGS.setup_wait_s, SETTINGS.keepalive_s
+LINGER_S = SETTINGS.result_linger_s
 
 
 class Gated(Environment):
@@ -205,3 +207,24 @@ async def test_a_running_call_streams_a_keepalive_every_interval(
     pings = [line for line in lines if line.startswith(":")]
     assert len(pings) == 2 and all(p.startswith(": ping - ") for p in pings), lines
     assert lines[0] == "event: task_id" and "event: end" in lines[lines.index(pings[-1]) :]
+
+
+async def test_a_finished_calls_result_lingers_for_reconnects_then_is_forgotten(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    sid = await create(client, "done")
+    headers = {"X-Session-ID": sid}
+    assert Gated.call_gate is not None
+    Gated.call_gate.set()
+    first = await client.post("/gated/call", headers=headers, json={"name": "wait", "input": {}})
+    task_id = first.text.split("\r\n")[1].removeprefix("data: ")
+    again = {"name": "wait", "input": {}, "task_id": task_id}
+
+    async def reconnect() -> str:
+        return (await client.post("/gated/call", headers=headers, json=again)).text
+
+    assert await reconnect() == first.text
+    await advance(app, LINGER_S - 0.01)
+    assert await reconnect() == first.text
+    await advance(app, 0.01)
+    assert await reconnect() == "event: error\r\ndata: unknown task_id\r\n\r\n"

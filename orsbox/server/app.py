@@ -87,7 +87,7 @@ def create_app(
         settings, _context_extras(sandbox_backend, settings), observer=observer, clock=clock
     )
     manager.sandbox_backend = metered
-    registry = CallRegistry(linger_s=settings.result_linger_s)
+    registry = CallRegistry(linger_s=settings.result_linger_s, clock=clock)
     sandbox_api = None
     if settings.sandbox_api and metered is not None:
         sandbox_api = SandboxManager(settings, metered, observer, clock=clock)
