@@ -63,7 +63,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         ),
         "orsbox.serving": ("server", "settings", "authoring"),
         ROOT: ("serving", "authoring", "protocol", "errors"),  # errors: GradingError
-        "orsbox.client": ("errors", "protocol"),  # protocol: the reasons it reads back
+        # protocol: the reasons it reads back; clock: what paces a session's pings
+        "orsbox.client": ("errors", "protocol", "clock"),
         "orsbox.evaluation": ("client", "errors"),
         "orsbox.cluster": ("bundle", "sandbox", "errors", ROOT),
         # harnesses driving orsbox: Inspect's sandbox provider, Harbor's environment
