@@ -134,7 +134,7 @@ def create_app(
     app.state.sessions = manager
     app.state.calls = registry
     app.state.sandbox_api = sandbox_api
-    app.state.health = HealthProbe(sandbox_backend)
+    app.state.health = HealthProbe(sandbox_backend, clock)
     app.state.warm_pool = sandbox_backend if isinstance(sandbox_backend, WarmPool) else None
     app.state.observer = observer
     observer.metrics.watch(lambda: status.server_state(app))
