@@ -1,6 +1,7 @@
 """The server's timeouts, through the app, on a manual clock:
 * the reaper: an idle session is torn down after the inactivity timeout and not
-  before, while a session with a call running or still in setup is never reaped;
+  before (counted and recorded as reaped), while a session with a call running or
+  still in setup is never reaped;
 * the setup wait: a request for a session in setup waits for it `setup_wait_s` at most,
   then gets 503 with Retry-After, and is answered as soon as the setup ends;
 * the SSE keep-alive: a `: ping` comment every `keepalive_s` while a call runs;
@@ -14,8 +15,11 @@ on a live server: test_http_protocol's `full_matrix` test."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -77,20 +81,33 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def app() -> AsyncIterator[FastAPI]:
+@contextlib.asynccontextmanager
+async def served(settings: Settings) -> AsyncIterator[FastAPI]:
+    """The app, started, on a manual clock; closed on exit (its records written)."""
     Gated.setup_gate, Gated.call_gate, Gated.in_call = (asyncio.Event() for _ in range(3))
     Gated.torn_down = []
-    app = create_app([Gated], SETTINGS, clock=ManualClock())
+    app = create_app([Gated], settings, clock=ManualClock())
     async with app.router.lifespan_context(app):
         await app.state.sessions.clock.sleepers(1)  # the reaper waits for its first look
         yield app
 
 
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+@contextlib.asynccontextmanager
+async def client_of(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://orsbox") as client:
+        yield client
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[FastAPI]:
+    async with served(SETTINGS) as app:
+        yield app
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_of(app) as client:
         yield client
 
 
@@ -127,6 +144,21 @@ async def test_an_idle_session_is_torn_down_after_the_timeout_and_a_pinged_one_k
     assert Gated.torn_down == ["idle"]
     assert await prompt(client, idle) == 404  # reaped, as the spec says: not 410
     assert await prompt(client, kept) == 200
+
+
+async def test_a_reaped_session_is_counted_and_recorded_as_reaped(tmp_path: Path) -> None:
+    db = tmp_path / "episodes.sqlite3"
+    settings = Settings(log_level="warning", episodes_db=str(db))
+    async with served(settings) as app, client_of(app) as client:
+        sid = await create(client, "idle")
+        assert await prompt(client, sid) == 200
+        await advance(app, TIMEOUT_S + REAP_S)
+        metrics = (await client.get("/metrics")).text.splitlines()
+    reaped = 'orsbox_sessions_reaped_total{environment="gated",reason="inactivity"} 1.0'
+    assert reaped in metrics  # it never pinged: no lease, the inactivity timeout
+    with contextlib.closing(sqlite3.connect(db)) as conn:  # written at the server's close
+        rows = conn.execute("SELECT state FROM episodes WHERE session_id = ?", (sid,))
+        assert rows.fetchall() == [("reaped",)]
 
 
 async def test_a_running_call_keeps_its_session_alive(
