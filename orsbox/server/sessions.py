@@ -164,7 +164,8 @@ class SessionManager:
     async def ready(self, sid: str) -> Session:
         """The session once its setup has finished; see the module docstring."""
         session = self.get(sid)
-        await wait_for_event(self.clock, session.ready, self.settings.setup_wait_s)
+        if not session.ready.is_set():  # the call path's common case costs no await
+            await wait_for_event(self.clock, session.ready, self.settings.setup_wait_s)
         return self._check_ready(session)
 
     async def environment(self, sid: str) -> Environment:
