@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.errors import GradingError, OrsboxError
 from orsbox.protocol.reasons import Reason, unlabelled
 
@@ -196,9 +197,13 @@ class AsyncSession:
         index: int,
         token: str | None = None,
         ping_interval_s: float = PING_INTERVAL_S,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """`clock`: what the pings are paced by (`orsbox.clock`; a test's moves by hand)."""
         self.url = url.rstrip("/")
         self.ping_interval_s = ping_interval_s
+        self.clock = clock
         self._pinger: asyncio.Task[None] | None = None
         self.env = env
         self.sid = uuid.uuid4().hex
@@ -232,7 +237,7 @@ class AsyncSession:
         """Ping while the episode lasts, as the reference clients do: a model that
         thinks for longer than the server's inactivity timeout keeps its session."""
         while True:
-            await asyncio.sleep(self.ping_interval_s)
+            await self.clock.sleep(self.ping_interval_s)
             with contextlib.suppress(httpx.HTTPError):
                 await self._http.post(f"{self.url}/ping", headers=self._headers)
 

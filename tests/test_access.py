@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import uuid
@@ -16,9 +17,11 @@ from ors.client import ORS
 
 from orsbox.authoring import SingleTask
 from orsbox.authoring.standard_tools import BashTool
+from orsbox.clock import ManualClock
 from orsbox.errors import PolicyViolation
 from orsbox.sandbox import HostMount, SandboxLimits, create_backend
 from orsbox.server import create_app
+from orsbox.server.health import PROBE_TIMEOUT_S
 from orsbox.settings import Settings
 from tests.conftest import PROTOCOL_ENVS
 from tests.fixture_envs.protocol_envs import Protocol
@@ -226,15 +229,31 @@ class HungHealth(FakeHealth):
         return None
 
 
-def test_health_answers_degraded_when_the_engine_hangs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("orsbox.server.health.PROBE_TIMEOUT_S", 0.2)
-    app = create_app([Protocol], Settings(), sandbox_backend=HungHealth(None))  # type: ignore[arg-type]
-    with TestClient(app) as client:
-        r = client.get("/health")
-        assert {k: r.json()[k] for k in ("status", "sandbox")} == {
-            "status": "degraded",
-            "sandbox": "the sandbox backend did not answer within 0.2s",
-        }
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the server's
+
+
+@pytest.mark.anyio
+async def test_health_answers_degraded_when_the_engine_hangs() -> None:
+    """At the probe's own timeout and not before, on the server's clock moved by hand."""
+    clock = ManualClock()
+    app = create_app([Protocol], Settings(), sandbox_backend=HungHealth(None), clock=clock)  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://orsbox") as client,
+    ):
+        answer = asyncio.create_task(client.get("/health"))
+        await clock.sleepers(2)  # the reaper, and /health waiting for the probe
+        await clock.advance(PROBE_TIMEOUT_S - 0.01)
+        assert not answer.done()
+        await clock.advance(0.01)
+        r = await answer
+    assert {k: r.json()[k] for k in ("status", "sandbox")} == {
+        "status": "degraded",
+        "sandbox": f"the sandbox backend did not answer within {PROBE_TIMEOUT_S:g}s",
+    }
 
 
 def test_session_ids_are_random_uuid4(guarded: LiveServer) -> None:

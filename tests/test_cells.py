@@ -6,20 +6,21 @@ tests/cluster/.)"""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
+from orsbox.clock import SYSTEM_CLOCK, Clock, ManualClock
 from orsbox.server.app import create_app
 from orsbox.server.cells import CELL_OF_ID, cell_of, check_cell, default_cell, mint
 from orsbox.settings import Settings
 from tests.fixture_envs.protocol_envs import Protocol
 
 
-def app_client(**settings: object) -> TestClient:
-    return TestClient(create_app([Protocol], Settings(**settings)))  # type: ignore[arg-type]
+def app_client(clock: Clock = SYSTEM_CLOCK, **settings: object) -> TestClient:
+    app = create_app([Protocol], Settings(**settings), clock=clock)  # type: ignore[arg-type]
+    return TestClient(app)
 
 
 @pytest.fixture
@@ -101,10 +102,13 @@ def test_a_full_cell_answers_create_session_503_with_retry_after(cell_a: TestCli
 
 
 def test_an_unused_id_gives_its_place_back_after_the_reservation() -> None:
-    with app_client(cell="cell-a", max_sessions=1, create_reservation_s=0.2) as client:
+    clock = ManualClock()
+    with app_client(clock, cell="cell-a", max_sessions=1, create_reservation_s=5) as client:
         new_sid(client)
         assert client.post("/create_session").status_code == 503
-        time.sleep(0.3)  # the reservation's own deadline, not a synchronisation
+        client.portal.call(clock.advance, 5)  # type: ignore[union-attr]
+        assert client.post("/create_session").status_code == 503  # held to its last second
+        client.portal.call(clock.advance, 0.01)  # type: ignore[union-attr]
         assert client.post("/create_session").status_code == 200
 
 

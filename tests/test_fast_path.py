@@ -23,7 +23,9 @@ from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
-SETTINGS = Settings(setup_wait_s=0.3, max_body_bytes=10_000, log_level="warning")
+# No setup wait: a request for a session in setup is answered 503 at once by both paths
+# (the wait itself, on a manual clock: tests/test_server_timeouts.py).
+SETTINGS = Settings(setup_wait_s=0, max_body_bytes=10_000, log_level="warning")
 TASK_ID = re.compile(rb"[0-9a-f]{32}")
 
 

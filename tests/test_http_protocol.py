@@ -11,11 +11,9 @@ import httpx
 import pytest
 
 from orsbox.settings import Settings
-from tests.conftest import PROTOCOL_ENVS
 from tests.fixture_envs.protocol_envs import BIG_TEXT
-from tests.servers import LiveServer, start_server
+from tests.servers import LiveServer
 from tests.sse_client import post_sse
-from tests.waiting import wait_until
 
 
 def new_session(server: LiveServer, **task: object) -> str:
@@ -377,23 +375,16 @@ def assert_keepalive_pings(server: LiveServer, keepalive_s: float) -> None:
     assert 0.8 * k < times[0] < 1.3 * k and 0.8 * k < times[1] - times[0] < 1.2 * k, times
 
 
-def test_keepalive_comments_while_a_tool_runs(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """CI-sized: a server whose interval is 4 s (`keepalive_s`); the default 10 s interval
-    is the full_matrix test below."""
-    server = start_server(PROTOCOL_ENVS, tmp_path_factory.mktemp("keepalive"), keepalive_s=4)
-    try:
-        assert_keepalive_pings(server, 4)
-    finally:
-        server.stop()
-
-
+# CI-sized: the keep-alive's interval on a manual clock, tests/test_server_timeouts.py.
 @pytest.mark.full_matrix
 def test_keepalive_comments_at_the_default_interval(protocol_server: LiveServer) -> None:
     assert Settings().keepalive_s == 10
     assert_keepalive_pings(protocol_server, 10)
 
 
-def test_reconnect_running_finished_expired_unknown(protocol_server: LiveServer) -> None:
+def test_reconnect_running_finished_unknown(protocol_server: LiveServer) -> None:
+    """The result forgotten `result_linger_s` after the call's end: on a manual clock in
+    tests/test_server_timeouts.py."""
     sid = new_session(protocol_server)
     url = f"{protocol_server.url}/protocol/call"
     body = {"name": "sleep", "input": {"seconds": 2}}
@@ -413,13 +404,6 @@ def test_reconnect_running_finished_expired_unknown(protocol_server: LiveServer)
     assert post_sse(url, {**body, "task_id": task_id}, other).events == [
         ("error", "unknown task_id")
     ]
-    unknown = [("error", "unknown task_id")]
-    wait_until(  # the fixture's result_linger_s is 3, counted from the call's end
-        lambda: post_sse(url, {**body, "task_id": task_id}, sid).events == unknown,
-        10,
-        interval_s=0.2,
-        message="the finished call forgotten",
-    )
     assert post_sse(url, {**body, "task_id": "bogus"}, sid).events == [("error", "unknown task_id")]
 
 
@@ -459,25 +443,8 @@ def test_blocking_tool_does_not_stall_server_or_other_sessions(protocol_server: 
 
 
 # -- session lifecycle -----------------------------------------------------------------
-def test_setup_wait_then_503_then_ready(protocol_server: LiveServer) -> None:
-    sid = new_session(protocol_server, setup_s=3)
-    assert post(protocol_server, "/ping", None, sid).status_code == 200  # during setup
-    r = get(protocol_server, "/protocol/prompt", sid)  # waits setup_wait_s=1.5, then 503
-    assert r.status_code == 503
-    assert r.headers["retry-after"] == "2" and r.headers["x-backend-state"] == "starting"
-    assert "still running" in r.json()["detail"]
-    ready = wait_until(
-        lambda: (r := get(protocol_server, "/protocol/prompt", sid)).status_code == 200 and r,
-        10,
-        interval_s=0.1,
-        message="the setup ended",
-    )
-    assert ready.json()[0]["text"] == "q"
-
-
-def test_requests_wait_for_a_short_setup(protocol_server: LiveServer) -> None:
-    sid = new_session(protocol_server, setup_s=0.8)
-    assert call(protocol_server, sid, "submit", {"answer": "4"}).result()["output"]["reward"] == 1.0
+# The setup wait (503 after `setup_wait_s`, an answer as soon as the setup ends) runs on
+# a manual clock in tests/test_server_timeouts.py.
 
 
 def test_failed_setup_fails_later_requests_with_its_message(
@@ -504,26 +471,8 @@ def test_delete_during_setup(protocol_server: LiveServer) -> None:
     assert get(protocol_server, "/protocol/prompt", sid).status_code == 410
 
 
-def test_inactivity_reaping(protocol_server: LiveServer, tmp) -> None:
-    log = tmp / "teardown.log"
-    idle = new_session(protocol_server, teardown_log=str(log))
-    kept = new_session(protocol_server)
-
-    def idle_reaped() -> bool:  # session_timeout_s is 4; keep one alive with pings
-        assert post(protocol_server, "/ping", None, kept).status_code == 200
-        return log.exists()
-
-    wait_until(idle_reaped, 15, interval_s=0.5, message="the idle session reaped")
-    assert get(protocol_server, "/protocol/prompt", idle).status_code == 404
-    assert log.read_text() == "torn down\n"
-    assert get(protocol_server, "/protocol/prompt", kept).status_code == 200
-
-
-def test_a_running_call_keeps_its_session_alive(protocol_server: LiveServer) -> None:
-    sid = new_session(protocol_server)
-    stream = call(protocol_server, sid, "sleep", {"seconds": 6})  # longer than the 4 s timeout
-    assert stream.result()["ok"] is True
-    assert get(protocol_server, "/protocol/prompt", sid).status_code == 200
+# The reaper (idle sessions torn down, a running call or a setup never reaped) runs on
+# a manual clock in tests/test_server_timeouts.py, through the same app.
 
 
 def test_shutdown_tears_down_every_session(tmp) -> None:
@@ -537,11 +486,3 @@ def test_shutdown_tears_down_every_session(tmp) -> None:
     server.stop()  # SIGTERM: uvicorn shuts down gracefully, then re-raises the signal
     assert [log.read_text() for log in logs] == ["torn down\n"] * 3
     assert "Application shutdown complete" in server.log()
-
-
-def test_a_session_in_setup_is_not_reaped(protocol_server: LiveServer) -> None:
-    """A setup longer than the inactivity timeout (4 s here) must not have its session
-    reaped from under the requests waiting for it; the clock starts when it ends."""
-    sid = new_session(protocol_server, setup_s=5)
-    time.sleep(5.5)
-    assert get(protocol_server, "/protocol/prompt", sid).status_code == 200

@@ -3,9 +3,10 @@ may import, and anything else fails, so a new reach upwards is caught the day it
 written. Walking every module's imports with `ast` keeps it that way; an import inside
 a function counts as much as one at the top.
 
-The layers, bottom up: `protocol` (the wire) and `errors` (the shared vocabulary) import
-nothing; `sandbox` sees `protocol`; `authoring` sees the sandbox contract; `formats` are
-loaders producing environments; the `server` sees everything below; the `cli` sees all.
+The layers, bottom up: `errors` (the shared vocabulary) and `clock` (where timeouts
+read the time) import nothing; `protocol` (the wire) sees `clock`; `sandbox` sees
+`protocol`; `authoring` sees the sandbox contract; `formats` are loaders producing
+environments; the `server` sees everything below; the `cli` sees all.
 
 The backend seam (docs/backends.md): each backend lives in its home (`BACKEND_HOMES`:
 the Docker package, the fake's two modules) and the factory (`orsbox/sandbox/config.py`)
@@ -45,9 +46,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     name: frozenset(f"orsbox.{layer}" if layer != ROOT else ROOT for layer in layers)
     for name, layers in {
         "orsbox.errors": (),
-        "orsbox.protocol": (),
-        "orsbox.sandbox": ("protocol", "errors"),
-        "orsbox.authoring": ("protocol", "sandbox", "errors"),
+        "orsbox.clock": (),
+        "orsbox.protocol": ("clock",),  # the reconnect buffer's linger
+        "orsbox.sandbox": ("protocol", "errors", "clock"),
+        "orsbox.authoring": ("protocol", "sandbox", "errors", "clock"),
         "orsbox.formats": ("authoring", "sandbox", "protocol", "errors"),
         # episodes record what graders report (authoring's reward-hacking findings)
         "orsbox.monitoring": ("protocol", "sandbox", "authoring", "errors"),
@@ -57,11 +59,12 @@ ALLOWED: dict[str, frozenset[str]] = {
         "orsbox.settings": ("server", "sandbox"),
         "orsbox.server": (
             *("formats", "authoring", "monitoring", "sandbox", "protocol", "errors"),
-            *("settings", ROOT),  # ROOT: orsbox.__version__
+            *("settings", "clock", ROOT),  # ROOT: orsbox.__version__
         ),
         "orsbox.serving": ("server", "settings", "authoring"),
         ROOT: ("serving", "authoring", "protocol", "errors"),  # errors: GradingError
-        "orsbox.client": ("errors", "protocol"),  # protocol: the reasons it reads back
+        # protocol: the reasons it reads back; clock: what paces a session's pings
+        "orsbox.client": ("errors", "protocol", "clock"),
         "orsbox.evaluation": ("client", "errors"),
         "orsbox.cluster": ("bundle", "sandbox", "errors", ROOT),
         # harnesses driving orsbox: Inspect's sandbox provider, Harbor's environment

@@ -11,6 +11,7 @@ from pydantic import SecretStr
 
 from orsbox.authoring.loading import load_environment
 from orsbox.authoring.openreward_env import OpenRewardEnvironment
+from orsbox.clock import ManualClock
 from orsbox.errors import (
     BadRequest,
     Forbidden,
@@ -220,11 +221,14 @@ def spec(manager: SandboxManager) -> SandboxSpec:
 
 
 async def test_starting_then_running_then_gone() -> None:
-    backend = HeldBackend()
-    manager = SandboxManager(Settings(setup_wait_s=0.05), backend)
+    backend, clock = HeldBackend(), ManualClock()
+    manager = SandboxManager(Settings(), backend, clock=clock)
     box = manager.create("alice", spec(manager), has_network_policy=False)
+    waiting = asyncio.create_task(manager.running("alice", box.id))
+    await clock.sleepers(1)
+    await clock.advance(Settings().setup_wait_s)  # a request waits for the start this long
     with pytest.raises(ServiceUnavailable) as starting:
-        await manager.running("alice", box.id)
+        await waiting
     assert starting.value.headers["X-Backend-State"] == "starting"
     backend.release.set()
     _, sandbox = await manager.running("alice", box.id)
@@ -274,6 +278,24 @@ async def test_per_client_cap_and_idle_reaping() -> None:
     assert box.id not in manager.idle(box.last_active + 6)
     await manager.close_all()
     assert len(manager) == 0
+
+
+async def test_the_reaper_removes_an_idle_sandbox_after_the_timeout_not_before() -> None:
+    backend, clock = HeldBackend(), ManualClock()
+    backend.release.set()
+    settings = Settings(sandbox_timeout_s=300)  # a look every reap_interval_s (5 s)
+    manager = SandboxManager(settings, backend, clock=clock)
+    box = manager.create("alice", spec(manager), has_network_policy=False)
+    _, sandbox = await manager.running("alice", box.id)
+    reaper = asyncio.create_task(manager.reap_forever())
+    await clock.sleepers(1)
+    await clock.advance(300)
+    assert sandbox.alive  # a timeout is not over at its last second
+    await clock.advance(settings.reap_interval_s)  # the reaper's next look
+    assert not sandbox.alive
+    with pytest.raises(Gone, match="no request for 300s"):
+        await manager.running("alice", box.id)
+    reaper.cancel()
 
 
 # -- loading --------------------------------------------------------------------------

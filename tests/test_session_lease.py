@@ -3,7 +3,8 @@
 A session whose client pings holds a lease (`session_lease_s`): it lives as long as the
 pings come, however long its model takes over a turn, and is reaped a lease after the
 last one. A session whose client never pings keeps the inactivity timeout. The clock is
-the manager's own (`SessionManager(clock=...)`), so nothing here waits for time to pass;
+the manager's own (`SessionManager(clock=ManualClock())`), so nothing here waits for time
+to pass;
 tests/test_abandoned_sessions.py has the same with real clients and processes.
 """
 
@@ -12,18 +13,11 @@ from __future__ import annotations
 import pytest
 
 from orsbox import Environment, TextBlock, ToolOutput, tool
+from orsbox.clock import ManualClock
 from orsbox.server.sessions import SessionManager
 from orsbox.settings import Settings
 
 LEASE_S, TIMEOUT_S = 60.0, 900.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Quiet(Environment):
@@ -49,7 +43,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def _manager(clock: Clock, **settings: float) -> SessionManager:
+async def _manager(clock: ManualClock, **settings: float) -> SessionManager:
     config = Settings(**{"session_lease_s": LEASE_S, "session_timeout_s": TIMEOUT_S, **settings})
     return SessionManager(config, clock=clock)
 
@@ -64,7 +58,7 @@ async def _start(manager: SessionManager) -> str:
 @pytest.mark.anyio
 async def test_a_pinging_client_keeps_its_session_through_a_long_turn() -> None:
     """Half an hour of pings every 10 s and no call: the model is slow, not gone."""
-    clock = Clock()
+    clock = ManualClock()
     manager = await _manager(clock)
     sid = await _start(manager)
     for _ in range(180):
@@ -79,7 +73,7 @@ async def test_a_pinging_client_keeps_its_session_through_a_long_turn() -> None:
 
 @pytest.mark.anyio
 async def test_a_client_that_stops_pinging_loses_its_session_a_lease_later() -> None:
-    clock = Clock()
+    clock = ManualClock()
     manager = await _manager(clock)
     sid = await _start(manager)
     manager.get(sid, ping=True)  # the client's first ping, right after /create
@@ -95,7 +89,7 @@ async def test_a_client_that_stops_pinging_loses_its_session_a_lease_later() -> 
 
 @pytest.mark.anyio
 async def test_a_client_that_never_pings_keeps_the_inactivity_timeout() -> None:
-    clock = Clock()
+    clock = ManualClock()
     manager = await _manager(clock)
     sid = await _start(manager)
     clock.now += LEASE_S * 10
@@ -108,7 +102,7 @@ async def test_a_client_that_never_pings_keeps_the_inactivity_timeout() -> None:
 
 @pytest.mark.anyio
 async def test_a_call_in_flight_is_never_reaped() -> None:
-    clock = Clock()
+    clock = ManualClock()
     manager = await _manager(clock)
     sid = await _start(manager)
     manager.get(sid, ping=True)
@@ -123,7 +117,7 @@ async def test_a_call_in_flight_is_never_reaped() -> None:
 
 @pytest.mark.anyio
 async def test_a_lease_of_zero_is_off() -> None:
-    clock = Clock()
+    clock = ManualClock()
     manager = await _manager(clock, session_lease_s=0)
     sid = await _start(manager)
     manager.get(sid, ping=True)

@@ -31,7 +31,6 @@ and every later call fails the same way: the episode cannot go on.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,6 +38,7 @@ from orsbox.authoring.environment import Environment
 from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS, folder_fingerprint
 from orsbox.authoring.tools import ToolRaised
 from orsbox.authoring.user_code import MaybeAsync, call_user
+from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.errors import BadRequest, ImageNotFound, SandboxError, SandboxGone
 from orsbox.protocol.reasons import Reason
 from orsbox.protocol.types import ToolOutput
@@ -166,7 +166,7 @@ class ContainerEnvironment(Environment):
         else:
             await self._setup_fresh(spec)
         if self.episode_timeout_s is not None:
-            self._episode_deadline = time.monotonic() + self.episode_timeout_s
+            self._episode_deadline = self._clock().monotonic() + self.episode_timeout_s
 
     async def _setup_fresh(self, spec: SandboxSpec) -> None:
         self._sandbox = await self._backend().start(spec)
@@ -267,7 +267,11 @@ class ContainerEnvironment(Environment):
         """Seconds until the episode's time limit; None without one."""
         if self._episode_deadline is None:
             return None
-        return self._episode_deadline - time.monotonic()
+        return self._episode_deadline - self._clock().monotonic()
+
+    def _clock(self) -> Clock:
+        """The host's clock (a test's may be moved by hand), the real one without a host."""
+        return self.orsbox_context.clock if self.orsbox_context else SYSTEM_CLOCK
 
     async def before_tool(self, name: str) -> ToolOutput | None:
         left = self.episode_time_left()

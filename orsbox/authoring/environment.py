@@ -16,6 +16,7 @@ from typing import Any
 
 from orsbox.authoring.tools import ToolDef, find_tools
 from orsbox.authoring.user_code import MaybeAsync, call_user
+from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.protocol.types import (
     Block,
     Blocks,
@@ -44,6 +45,7 @@ class EnvironmentContext:
     settings: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
     start_from: Any = None  # orsbox.sandbox.snapshots.SharedSnapshot: a fork's files
+    clock: Clock = SYSTEM_CLOCK  # the server's (`orsbox.clock`): episode time limits read it
 
 
 def as_split(split: Split | str) -> Split:

@@ -1,3 +1,3 @@
 """ORS on the wire: pydantic types, SSE framing, the reconnect buffer.
 
-Imports nothing from orsbox but `orsbox.errors`."""
+Imports nothing from orsbox but `orsbox.clock` (what the reconnect buffer's linger reads)."""

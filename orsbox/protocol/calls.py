@@ -3,7 +3,8 @@
 A call runs as its own asyncio task, so a client that disconnects does not cancel it.
 Its final events stay here while it runs and for `linger_s` after it ends, so a client
 that re-posts the call with the `task_id` it was given gets the result. A task id is
-only found from the session that started it.
+only found from the session that started it. The linger is measured on the registry's
+clock (`orsbox.clock`), which a test may move by hand.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+
+from orsbox.clock import SYSTEM_CLOCK, Clock
 
 Event = dict[str, str]
 
@@ -45,8 +48,9 @@ class CallRecord:
 
 
 class CallRegistry:
-    def __init__(self, linger_s: float = RESULT_LINGER_S) -> None:
+    def __init__(self, linger_s: float = RESULT_LINGER_S, clock: Clock = SYSTEM_CLOCK) -> None:
         self.linger_s = linger_s
+        self.clock = clock
         self._calls: dict[str, CallRecord] = {}
 
     def start(self, session_id: str, run: Callable[[], Awaitable[list[Event]]]) -> CallRecord:
@@ -79,8 +83,7 @@ class CallRegistry:
             record.events = [{"event": "error", "data": f"internal error: {type(e).__name__}"}]
         finally:
             record.done.set()
-            loop = asyncio.get_running_loop()
-            loop.call_later(self.linger_s, self._calls.pop, record.task_id, None)
+            self.clock.call_later(self.linger_s, lambda: self._calls.pop(record.task_id, None))
 
     async def cancel_all(self) -> None:
         tasks = [r.task for r in self._calls.values() if r.task and not r.task.done()]

@@ -26,6 +26,9 @@ Pooled sandboxes are started with the session id `pool`, so their containers car
 owner labels like any other (sweeps treat them alike) and `orsbox.session=pool`
 (docker labels cannot change later); `list()` reports the session a pooled sandbox
 went to.
+
+The TTL, the tidying pace and the retry pauses read the pool's clock (`orsbox.clock`),
+which a test may move by hand.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 
+from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.errors import ImageNotFound
 from orsbox.sandbox.base import BackendWrapper, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
 
@@ -59,7 +62,7 @@ class Shelf:
 
     spec: SandboxSpec
     idle: list[Sandbox] = field(default_factory=list)
-    last_demand: float = field(default_factory=time.monotonic)
+    last_demand: float = 0.0  # when a start or a fill last asked for it
     filler: asyncio.Task[None] | None = None
     target: int | None = None  # asked for ahead of a burst (`fill`); None: the pool size
 
@@ -81,9 +84,11 @@ class WarmPool(BackendWrapper):
         idle_ttl_s: float = IDLE_TTL_S,
         refill_concurrency: int = 1,
         memory_budget: int | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         """`memory_budget`: idle sandboxes' memory limits together stay within it."""
         super().__init__(backend)
+        self.clock = clock
         self.size = size
         self.memory_budget = memory_budget
         self.idle_ttl_s = idle_ttl_s
@@ -149,12 +154,12 @@ class WarmPool(BackendWrapper):
         key = shelf_key(spec)
         if key not in self._shelves:
             pooled = spec.model_copy(update={"session_id": POOL_SESSION})
-            self._shelves[key] = Shelf(pooled)
+            self._shelves[key] = Shelf(pooled, last_demand=self.clock.monotonic())
         return self._shelves[key]
 
     def _demand(self, spec: SandboxSpec) -> Shelf:
         shelf = self._shelf(spec)
-        shelf.last_demand = time.monotonic()
+        shelf.last_demand = self.clock.monotonic()
         if self._janitor is None and not self._closed:
             self._janitor = asyncio.create_task(self._tidy_forever())
         return shelf
@@ -179,7 +184,7 @@ class WarmPool(BackendWrapper):
                 return
             except Exception as e:  # a refill failure must not end the pool
                 log.warning("warm pool: start failed (retry in %gs): %s", pause, e)
-                await asyncio.sleep(pause)
+                await self.clock.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX_S)
                 continue
             pause = RETRY_FIRST_S
@@ -213,12 +218,12 @@ class WarmPool(BackendWrapper):
     async def _tidy_forever(self) -> None:
         interval = max(0.05, min(self.idle_ttl_s / 4, 30.0))
         while True:
-            await asyncio.sleep(interval)
+            await self.clock.sleep(interval)
             self.tidy()
 
     def tidy(self, now: float | None = None) -> None:
         """Empty shelves idle past the TTL; drop dead sandboxes and refill the rest."""
-        now = time.monotonic() if now is None else now
+        now = self.clock.monotonic() if now is None else now
         for shelf in self._shelves.values():
             if now - shelf.last_demand > self.idle_ttl_s:
                 self._empty(shelf)

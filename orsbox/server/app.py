@@ -27,6 +27,7 @@ from orsbox import __version__
 from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS
+from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.errors import SandboxError
 from orsbox.monitoring.loop_lag import watch_loop_lag
 from orsbox.monitoring.metered_backend import MeteredBackend
@@ -66,13 +67,16 @@ def create_app(
     settings: Settings | None = None,
     *,
     sandbox_backend: SandboxBackend | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> FastAPI:
     """An ORS server for `environments` (the first is the default). Container
-    environments get a Docker backend unless another `sandbox_backend` is given."""
+    environments get a Docker backend unless another `sandbox_backend` is given.
+    `clock`: what the sessions' and sandboxes' timeouts, the reapers and the warm pool
+    read the time from (`orsbox.clock`; tests move a `ManualClock`)."""
     settings = settings or Settings()
     cat = Catalog(environments)
     if sandbox_backend is None:
-        sandbox_backend = _default_backend(environments, settings)
+        sandbox_backend = _default_backend(environments, settings, clock)
     check_policy(environments, settings, sandbox_backend)
     check_sandbox_api(settings)
     observer = Observer.from_settings(settings)
@@ -80,13 +84,13 @@ def create_app(
     # this one metered backend, so the start metrics count them all.
     metered = MeteredBackend(sandbox_backend, observer.metrics) if sandbox_backend else None
     manager = SessionManager(
-        settings, _context_extras(sandbox_backend, settings), observer=observer
+        settings, _context_extras(sandbox_backend, settings), observer=observer, clock=clock
     )
     manager.sandbox_backend = metered
-    registry = CallRegistry(linger_s=settings.result_linger_s)
+    registry = CallRegistry(linger_s=settings.result_linger_s, clock=clock)
     sandbox_api = None
     if settings.sandbox_api and metered is not None:
-        sandbox_api = SandboxManager(settings, metered, observer)
+        sandbox_api = SandboxManager(settings, metered, observer, clock=clock)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -130,7 +134,7 @@ def create_app(
     app.state.sessions = manager
     app.state.calls = registry
     app.state.sandbox_api = sandbox_api
-    app.state.health = HealthProbe(sandbox_backend)
+    app.state.health = HealthProbe(sandbox_backend, clock)
     app.state.warm_pool = sandbox_backend if isinstance(sandbox_backend, WarmPool) else None
     app.state.observer = observer
     observer.metrics.watch(lambda: status.server_state(app))
@@ -165,7 +169,7 @@ async def _prepare_network(backend: SandboxBackend) -> None:
 
 
 def _default_backend(
-    environments: Sequence[type[Environment]], settings: Settings
+    environments: Sequence[type[Environment]], settings: Settings, clock: Clock
 ) -> SandboxBackend | None:
     """Docker for container environments and the sandbox API, behind a warm pool when
     one is configured."""
@@ -182,6 +186,7 @@ def _default_backend(
         settings.warm_pool,
         idle_ttl_s=settings.warm_pool_idle_ttl_s,
         memory_budget=settings.warm_pool_memory_bytes,
+        clock=clock,
     )
 
 

@@ -59,7 +59,10 @@ class CallFastPath:
             await self.app(scope, _replay(messages, receive), send)
             return
         response = EventStreamResponse(
-            started.first_events(), started.final_events, self.settings.keepalive_s
+            started.first_events(),
+            started.final_events,
+            self.settings.keepalive_s,
+            self.sessions.clock,
         )
         await response(scope, receive, send)
 

@@ -4,16 +4,18 @@ The server answers even when the Docker engine is down — it is degraded, not d
 sessions of environments without containers go on, and new container sessions work
 again once the engine is back. The engine check is cached briefly so a monitoring loop
 or a burst of health checks never queues behind Docker, and bounded, so a hung engine
-makes /health say so within `PROBE_TIMEOUT_S` instead of hanging with it.
+makes /health say so within `PROBE_TIMEOUT_S` instead of hanging with it. Both are
+measured on the server's clock (`orsbox.clock`), which a test may move by hand.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
 from typing import Any
 
 import anyio
 
+from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.sandbox import SandboxBackend
 
 CACHE_S = 2.0
@@ -24,8 +26,9 @@ class HealthProbe:
     """One probe at a time: callers arriving during a probe wait for its answer (at most
     `PROBE_TIMEOUT_S`) rather than getting an answer older than the probe."""
 
-    def __init__(self, backend: SandboxBackend | None) -> None:
+    def __init__(self, backend: SandboxBackend | None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.backend = backend
+        self.clock = clock
         self._checked_at = -CACHE_S
         self._reason: str | None = None
         self._lock = anyio.Lock()
@@ -41,19 +44,20 @@ class HealthProbe:
         if self.backend is None:
             return {"status": "ok"}
         async with self._lock:
-            if time.monotonic() - self._checked_at >= CACHE_S:
+            if self.clock.monotonic() - self._checked_at >= CACHE_S:
                 self._reason = await self._probe(self.backend)
-                self._checked_at = time.monotonic()
+                self._checked_at = self.clock.monotonic()
         if self._reason is None:
             return {"status": "ok", "sandbox": "ok"}
         return {"status": "degraded", "sandbox": self._reason}
 
-    @staticmethod
-    async def _probe(backend: SandboxBackend) -> str | None:
+    async def _probe(self, backend: SandboxBackend) -> str | None:
+        probe = asyncio.ensure_future(backend.health())
         try:
-            with anyio.fail_after(PROBE_TIMEOUT_S):
-                return await backend.health()
-        except TimeoutError:
-            return f"the sandbox backend did not answer within {PROBE_TIMEOUT_S:g}s"
+            if not await self.clock.wait(probe, PROBE_TIMEOUT_S):
+                return f"the sandbox backend did not answer within {PROBE_TIMEOUT_S:g}s"
+            return probe.result()
         except Exception as e:  # a probe must never fail the endpoint
             return f"{type(e).__name__}: {e}"
+        finally:
+            probe.cancel()  # a hung probe is abandoned

@@ -19,8 +19,9 @@ tool call in flight never is:
   a trainer that exited (or was killed) without deleting stops pinging, and its
   sandboxes go a minute later instead of after the inactivity timeout;
 * any other session is reaped after `session_timeout_s` (900 s) without a request.
-The clock is injectable (`SessionManager(clock=...)`), so tests move time instead of
-waiting for it.
+The clock (`orsbox.clock`) is injectable (`SessionManager(clock=...)`): the lease, the
+inactivity timeout, the reservations and the reaper's pace all read it, so tests move
+time instead of waiting for it.
 
 Ids come from `/create_session` (`new_id`): each names this server's cell
 (`orsbox.server.cells`) and holds a place in the capacity limits until its `/create`
@@ -34,7 +35,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ from pydantic import SecretStr
 
 from orsbox.authoring import Environment, EnvironmentContext
 from orsbox.authoring.user_code import call_user
+from orsbox.clock import SYSTEM_CLOCK, Clock, wait_for_event
 from orsbox.errors import BadRequest, Gone, NotFound, ServiceUnavailable, SetupFailed
 from orsbox.monitoring.logs import SESSION_ID
 from orsbox.server.cells import check_owned, mint
@@ -53,15 +55,12 @@ from orsbox.settings import Settings
 log = logging.getLogger("orsbox.sessions")
 
 
-Clock = Callable[[], float]
-
-
 @dataclass(eq=False)
 class Session:
     sid: str
     env_name: str
     env_cls: type[Environment]
-    clock: Clock = time.monotonic
+    clock: Clock = SYSTEM_CLOCK
     last_active: float = 0.0  # any request naming it, pings included (set at creation)
     last_used: float = 0.0  # any request but a ping, or a call's end: idle since
     last_ping: float | None = None  # None: its client never pinged (no lease)
@@ -83,12 +82,12 @@ class Session:
     grading_errors_as_zero: bool = False  # Settings.grading_errors, read once at /create
 
     def __post_init__(self) -> None:
-        self.last_active = self.last_used = self.clock()
+        self.last_active = self.last_used = self.clock.monotonic()
 
     def touch(self, *, ping: bool = False) -> None:
         """A request named the session now; a ping renews its lease without making it
         look used."""
-        now = self.clock()
+        now = self.clock.monotonic()
         self.last_active = now
         if ping:
             self.last_ping = now
@@ -127,7 +126,7 @@ class SessionManager:
         settings: Settings,
         context_extras: dict[str, Any] | None = None,
         observer: Observer | None = None,
-        clock: Clock = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -165,9 +164,8 @@ class SessionManager:
     async def ready(self, sid: str) -> Session:
         """The session once its setup has finished; see the module docstring."""
         session = self.get(sid)
-        if not session.ready.is_set():
-            with anyio.move_on_after(self.settings.setup_wait_s):
-                await session.ready.wait()
+        if not session.ready.is_set():  # the call path's common case costs no await
+            await wait_for_event(self.clock, session.ready, self.settings.setup_wait_s)
         return self._check_ready(session)
 
     async def environment(self, sid: str) -> Environment:
@@ -203,12 +201,12 @@ class SessionManager:
         capacity limits until its `/create`; 503 with Retry-After when there is none."""
         self._check_capacity()
         sid = mint(self.settings.cell)
-        self._reserved[sid] = time.monotonic() + self.settings.create_reservation_s
+        self._reserved[sid] = self.clock.monotonic() + self.settings.create_reservation_s
         return sid
 
     def _reservations(self) -> int:
         """Ids handed out and not yet created, dropping the expired ones."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for sid in [s for s, deadline in self._reserved.items() if deadline < now]:
             del self._reserved[sid]
         return len(self._reserved)
@@ -321,6 +319,7 @@ class SessionManager:
             settings=self.settings,
             extras=self.context_extras,
             start_from=session.start_from,
+            clock=self.clock,
         )
         session.env = env
         if toolset is not None:
@@ -373,7 +372,7 @@ class SessionManager:
         client stopped pinging) or "inactivity". One still in setup is not idle
         (requests may be waiting for it; `setup_timeout_s` bounds it): its clocks
         start when the setup ends."""
-        now = self.clock() if now is None else now
+        now = self.clock.monotonic() if now is None else now
         found = {}
         for s in self._sessions.values():
             if s.calls_in_flight or not s.ready.is_set():
@@ -393,7 +392,7 @@ class SessionManager:
 
     async def reap_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.reap_interval_s)
+            await self.clock.sleep(self.settings.reap_interval_s)
             await self.reap()
 
     async def reap(self) -> dict[str, str]:

@@ -3,7 +3,6 @@ the failures a real model and a real environment produce."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from pathlib import Path
 
@@ -11,15 +10,23 @@ import httpx
 import pytest
 
 from bench.servers import spawn_server, stop_process, wait_healthy
-from orsbox.client import AsyncSession, ClientError
+from orsbox.authoring.loading import load_environment
+from orsbox.client import PING_INTERVAL_S, AsyncSession, ClientError
+from orsbox.clock import ManualClock
+from orsbox.server import create_app
+from orsbox.settings import Settings
 from tests.evaluation import runs
 from tests.evaluation.scripts import MALFORMED, sums
 from tests.model_server import Script, serve_model
-from tests.servers import free_port, start_server
+from tests.servers import free_port
 from tests.waiting import wait_until
 
 RUN_S = 60.0
-THINKING_S = 1.5  # three times the inactivity timeout below (0.5 s)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the server's
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
@@ -152,27 +159,34 @@ def test_any_ors_server_will_do_here_ors_sdks_reference_server(tmp_path: Path) -
     assert answers[-3:] == ["Error: 'sbumit' is not a valid tool", None, "Correct!"]
 
 
-def test_a_session_outlives_the_servers_inactivity_timeout_while_the_model_thinks(
-    tmp_path: Path,
-) -> None:
+@pytest.mark.anyio
+async def test_a_session_outlives_the_servers_inactivity_timeout_while_the_model_thinks() -> None:
     """The episode pings its session as the reference clients do; without the pings
-    the same wait gets the session reaped (the control)."""
-    server = start_server([runs.SUMS], tmp_path, session_timeout_s=0.5, reap_interval_s=0.1)
+    the same wait gets the session reaped (the control). The server runs in this process
+    at its default timeouts and shares a manual clock with the client, so the model
+    thinks for three inactivity timeouts without the test waiting them out."""
+    (environment,) = load_environment(str(runs.ROOT / runs.SUMS))
+    clock, settings = ManualClock(), Settings(log_level="warning")
+    app = create_app([environment], settings, clock=clock)
+    thinking_s = 3 * settings.session_timeout_s
 
-    async def episode(ping_interval_s: float) -> dict:
-        async with httpx.AsyncClient(timeout=30) as http:
-            session = AsyncSession(http, server.url, "sums", "train", 3, None, ping_interval_s)
-            async with session:
-                await session.prompt()
-                await asyncio.sleep(THINKING_S)  # a slow model: no request of its own
-                return await session.call("submit", {"answer": "6"})
+    async def episode(http: httpx.AsyncClient, ping_interval_s: float) -> dict:
+        session = AsyncSession(
+            http, str(http.base_url), "sums", "train", 3, None, ping_interval_s, clock=clock
+        )
+        async with session:
+            await session.prompt()
+            await clock.sleepers(2)  # the server's reaper and the client's pinger
+            for _ in range(int(thinking_s / PING_INTERVAL_S)):  # no request of its own
+                await clock.advance(PING_INTERVAL_S)  # returns once a due ping was answered
+            return await session.call("submit", {"answer": "6"})
 
-    try:
-        assert asyncio.run(episode(0.1))["output"]["reward"] == 1.0
-        with pytest.raises(ClientError, match="404"):
-            asyncio.run(episode(60))
-    finally:
-        server.stop()
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://orsbox") as http:
+            assert (await episode(http, PING_INTERVAL_S))["output"]["reward"] == 1.0
+            with pytest.raises(ClientError, match="404"):
+                await episode(http, 2 * thinking_s)
 
 
 def test_a_task_the_split_lacks_is_a_bad_parameter(tmp_path: Path) -> None:

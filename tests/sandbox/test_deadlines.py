@@ -4,6 +4,7 @@ clear error instead of a thread or a session held forever."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import threading
@@ -14,11 +15,12 @@ import anyio
 import docker
 import pytest
 
+from orsbox.clock import ManualClock
 from orsbox.errors import SandboxError, SandboxGone
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker.engine import Engine
-from orsbox.server.health import HealthProbe
+from orsbox.server.health import PROBE_TIMEOUT_S, HealthProbe
 
 pytestmark = pytest.mark.anyio
 
@@ -69,15 +71,18 @@ def client(url: str, timeout: float) -> docker.DockerClient:
 async def test_health_says_degraded_in_time_when_the_engine_hangs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("orsbox.server.health.PROBE_TIMEOUT_S", 0.5)
     monkeypatch.setattr("orsbox.server.health.CACHE_S", 0.0)  # every report probes
     with hung_engine(tmp_path) as url:
-        probe = HealthProbe(DockerBackend(client=client(url, timeout=60)))
+        clock = ManualClock()  # the probe's timeout passes when the test says so
+        probe = HealthProbe(DockerBackend(client=client(url, timeout=60)), clock)
         with anyio.fail_after(10):  # the ping's own deadline is 60 s: it must be abandoned
-            report = await probe.report()
+            reporting = asyncio.create_task(probe.report())
+            await clock.sleepers(1)
+            await clock.advance(PROBE_TIMEOUT_S)
+            report = await reporting
         assert report == {
             "status": "degraded",
-            "sandbox": "the sandbox backend did not answer within 0.5s",
+            "sandbox": f"the sandbox backend did not answer within {PROBE_TIMEOUT_S:g}s",
         }
         with anyio.fail_after(1):  # while the first ping hangs, no second: an answer at once
             report = await probe.report()

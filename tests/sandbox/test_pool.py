@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orsbox.clock import ManualClock
 from orsbox.errors import ImageNotFound, SandboxStartError
 from orsbox.sandbox import ExecResult, Sandbox, SandboxBackend, SandboxInfo, SandboxSpec
-from orsbox.sandbox import pool as pool_module
-from orsbox.sandbox.pool import POOL_SESSION, WarmPool
+from orsbox.sandbox.pool import POOL_SESSION, RETRY_FIRST_S, WarmPool
 from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio
@@ -144,12 +144,17 @@ async def test_list_names_the_session_a_pooled_sandbox_went_to() -> None:
 
 
 async def test_the_pool_empties_after_the_idle_ttl_and_fills_again_on_demand() -> None:
-    backend = MemoryBackend()
-    pool = WarmPool(backend, 2, idle_ttl_s=0.3)
+    backend, clock = MemoryBackend(), ManualClock()
+    pool = WarmPool(backend, 2, idle_ttl_s=600, clock=clock)  # tidied every 30 s
     pool.prewarm([SPEC])
     await wait_until_async(lambda: pool.idle_count() == 2, 5)
-    await wait_until_async(lambda: pool.idle_count() == 0 and not backend.live, 3)
-    await asyncio.sleep(0.2)
+    await clock.sleepers(1)  # the janitor waits for its first look
+    await clock.advance(600)
+    assert pool.idle_count() == 2  # a TTL is not over at its last second
+    await clock.advance(30)  # the next look
+    assert pool.idle_count() == 0
+    await wait_until_async(lambda: not backend.live, 5, message="the idle removed")
+    await clock.advance(3600)
     assert len(backend.started) == 2  # not refilled while nobody asks
 
     taken = await pool.start(SPEC)
@@ -170,11 +175,17 @@ async def test_close_removes_idle_and_handed_out_sandboxes() -> None:
     assert not backend.live  # and nothing starts afterwards
 
 
-async def test_a_failed_refill_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pool_module, "RETRY_FIRST_S", 0.01)
-    backend = MemoryBackend(failures=[SandboxStartError("engine busy")] * 3)
-    pool = WarmPool(backend, 2)
+async def test_a_failed_refill_is_retried_after_a_growing_pause() -> None:
+    backend, clock = MemoryBackend(failures=[SandboxStartError("engine busy")] * 3), ManualClock()
+    pool = WarmPool(backend, 2, clock=clock)
     pool.prewarm([SPEC])
+    await clock.sleepers(2)  # the janitor, and the filler pausing after its first failure
+    for pause in (RETRY_FIRST_S, 2 * RETRY_FIRST_S, 4 * RETRY_FIRST_S):
+        attempts = backend.attempts
+        await clock.advance(pause - 0.01)
+        assert backend.attempts == attempts  # not retried before the pause is over
+        await clock.advance(0.01)
+        assert backend.attempts > attempts
     await wait_until_async(lambda: pool.idle_count() == 2, 5)
     assert (await pool.start(SPEC)).spec.session_id == POOL_SESSION
     await pool.close()

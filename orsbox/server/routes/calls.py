@@ -102,4 +102,4 @@ async def call(
     session = await sessions.ready(sid)
     own_labels = renders_reason(user_agent or "")
     run = lambda: run_call(session, body, labels_reasons=own_labels)  # noqa: E731
-    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)
+    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s, sessions.clock)

@@ -65,7 +65,8 @@ async def create_sandbox(
     else:
         box = _create(manager, client, body, settings)
     first = [{"event": "task_id", "data": box.id}]
-    return EventStreamResponse(first, lambda: _started(manager, box), settings.keepalive_s)
+    started = lambda: _started(manager, box)  # noqa: E731
+    return EventStreamResponse(first, started, settings.keepalive_s, manager.clock)
 
 
 def _create(
@@ -115,7 +116,7 @@ async def run(
     else:
         box, _ = await manager.running(owner(request), sid)
         run = lambda: _run_command(manager, box, body, settings)  # noqa: E731
-    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)
+    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s, manager.clock)
 
 
 async def _run_command(

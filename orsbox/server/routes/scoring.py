@@ -77,4 +77,4 @@ async def score_group(
     if session.env is None or not session.env.supports_score_group():
         raise NotFound(f"environment {name!r} does not implement score_group")
     run = lambda: run_scoring(session, body)  # noqa: E731
-    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s)
+    return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s, sessions.clock)

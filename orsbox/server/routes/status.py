@@ -38,7 +38,7 @@ def server_state(app: Any) -> State:
     state = app.state
     pool = _warm_pool(state.sessions.sandbox_backend)
     live = state.sessions.live()
-    now = state.sessions.clock()
+    now = state.sessions.clock.monotonic()
     idle: dict[str, list[float]] = {}
     for session in live:
         age = session.idle_for(now)
@@ -86,7 +86,7 @@ async def _live_sessions(request: Request) -> list[dict[str, Any]]:
     manager = request.app.state.sessions
     sessions = manager.live()
     usages = await asyncio.gather(*(s.observer.usage(s) for s in sessions))
-    now = manager.clock()
+    now = manager.clock.monotonic()
     return [_describe(s, usage, now) for s, usage in zip(sessions, usages, strict=True)]
 
 

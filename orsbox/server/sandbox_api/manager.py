@@ -10,7 +10,8 @@ gets the same 404 as for an id that never existed. Requests during the start wai
 it at most `setup_wait_s`, then get 503 with `X-Backend-State: starting`; requests for
 a deleted, reaped or dead sandbox get 410. A sandbox no request named for
 `sandbox_timeout_s` (and with no command running) is removed. Each client may hold at
-most `sandbox_max_per_client` live sandboxes (past it, 403).
+most `sandbox_max_per_client` live sandboxes (past it, 403). Idleness and the reaper's
+pace read the manager's clock (`orsbox.clock`), which a test may move by hand.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-import anyio
-
+from orsbox.clock import SYSTEM_CLOCK, Clock, wait_for_event
 from orsbox.errors import (
     Forbidden,
     Gone,
@@ -60,11 +59,15 @@ class ApiSandbox:
     error: str | None = None
     image_named: str = ""  # as asked and as mapped (`policy.image_mapping`)
     start_task: asyncio.Task[None] | None = None
-    last_active: float = field(default_factory=time.monotonic)
+    clock: Clock = SYSTEM_CLOCK
+    last_active: float = 0.0  # any request naming it (set at creation)
     in_flight: int = 0
 
+    def __post_init__(self) -> None:
+        self.touch()
+
     def touch(self) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = self.clock.monotonic()
 
 
 class SandboxManager:
@@ -74,9 +77,14 @@ class SandboxManager:
     for is mapped by it once, and the mapped name is judged and started."""
 
     def __init__(
-        self, settings: Settings, backend: SandboxBackend, observer: Observer | None = None
+        self,
+        settings: Settings,
+        backend: SandboxBackend,
+        observer: Observer | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.backend = backend
         self.observer = observer or Observer.unattached()
         self.images = ImageMap.parse(settings.image_map)
@@ -96,7 +104,7 @@ class SandboxManager:
     ) -> ApiSandbox:
         """`image`: the image as asked and as mapped, named when it cannot be found."""
         self._check_cap(owner)
-        box = ApiSandbox(spec.session_id, owner, spec.image, has_network_policy)
+        box = ApiSandbox(spec.session_id, owner, spec.image, has_network_policy, clock=self.clock)
         box.image_named = image or f"image {spec.image!r}"
         self._live[box.id] = box
         box.start_task = asyncio.create_task(self._start(box, spec))
@@ -149,10 +157,7 @@ class SandboxManager:
         """The sandbox once started: 503 (starting) after `setup_wait_s`, 410 when it
         failed to start or died."""
         box = self.get(owner, sid)
-        if not box.ready.is_set():
-            with anyio.move_on_after(self.settings.setup_wait_s):
-                await box.ready.wait()
-        if not box.ready.is_set():
+        if not await wait_for_event(self.clock, box.ready, self.settings.setup_wait_s):
             raise ServiceUnavailable(
                 "the sandbox is still starting; retry shortly",
                 headers={
@@ -187,7 +192,7 @@ class SandboxManager:
         return True
 
     def idle(self, now: float | None = None) -> list[str]:
-        now = time.monotonic() if now is None else now
+        now = self.clock.monotonic() if now is None else now
         limit = self.settings.sandbox_timeout_s
         return [
             b.id
@@ -197,7 +202,7 @@ class SandboxManager:
 
     async def reap_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.reap_interval_s)
+            await self.clock.sleep(self.settings.reap_interval_s)
             why = f"no request for {self.settings.sandbox_timeout_s:g}s"
             await asyncio.gather(*(self.delete(sid, why=why) for sid in self.idle()))
 

@@ -13,6 +13,7 @@ import pytest
 
 from orsbox.authoring.environment import EnvironmentContext
 from orsbox.authoring.standard_tools import BashParams, WriteFileParams
+from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.formats.options import FormatOptions
 from orsbox.formats.swebench import load
 from orsbox.formats.swebench.environment import SWEDatasetEnvironment
@@ -78,13 +79,17 @@ async def backend(test_images: list[str]) -> AsyncIterator[DockerBackend]:
 
 @pytest.fixture
 def play(backend: DockerBackend) -> Any:
-    """`async with play(env_cls, instance_id) as episode:` a set-up episode, torn down after."""
+    """`async with play(env_cls, instance_id) as episode:` a set-up episode, torn down after;
+    `clock`: the host's clock, which the episode's time limit reads."""
     import contextlib
 
     @contextlib.asynccontextmanager
-    async def episode(env_cls: type[SWEDatasetEnvironment], instance_id: str) -> Any:
+    async def episode(
+        env_cls: type[SWEDatasetEnvironment], instance_id: str, clock: Clock = SYSTEM_CLOCK
+    ) -> Any:
         env = env_cls({"instance_id": instance_id})
-        env.orsbox_context = EnvironmentContext(uuid.uuid4().hex[:12], sandbox_backend=backend)
+        session = uuid.uuid4().hex[:12]
+        env.orsbox_context = EnvironmentContext(session, sandbox_backend=backend, clock=clock)
         try:
             await env.setup()
             yield Episode(env)
