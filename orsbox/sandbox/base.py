@@ -18,6 +18,7 @@ Exceptions mean the sandbox itself failed (`SandboxGone` when it died under us).
 from __future__ import annotations
 
 import abc
+import builtins
 import contextlib
 import ipaddress
 import re
@@ -331,10 +332,22 @@ class SandboxBackend(abc.ABC):
     """Creates sandboxes and cleans up after dead servers; keeps the images they start
     from (`images`)."""
 
-    snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox
-    # What it can do (`capabilities.py`): as configured, and as its engine is once the
-    # backend has reached it (Podman's limits: any engine call, `describe()` included)
-    capabilities: BackendCapabilities
+    if TYPE_CHECKING:
+        # Read-only to callers, so a backend may give them as a property (Docker's
+        # capabilities, a wrapper's pass-through) or as an attribute (the fake's)
+
+        @property
+        def snapshots(self) -> SnapshotStore | None:
+            """None: this backend cannot save a sandbox."""
+
+        @property
+        def capabilities(self) -> BackendCapabilities:
+            """What it can do (`capabilities.py`): as configured, and as its engine is
+            once the backend has reached it (Podman's limits: any engine call,
+            `describe()` included)."""
+
+    else:
+        snapshots = None
 
     @abc.abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:
@@ -365,7 +378,7 @@ class SandboxBackend(abc.ABC):
         nothing there. Raises `SandboxError` when the engine cannot be asked."""
         return None
 
-    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+    async def network_checks(self, *, allowlists: bool) -> builtins.list[EngineCheck]:
         """`orsbox doctor`'s questions about the guard of networked sandboxes, each
         answered with a fix (Docker: its firewall rules, put in place under a throwaway
         owner, read back and removed; squid for allow-lists, needed where `allowlists`
@@ -403,7 +416,7 @@ class SandboxBackend(abc.ABC):
         does not answer."""
         return type(self).__name__
 
-    async def engine_checks(self) -> list[EngineCheck]:
+    async def engine_checks(self) -> builtins.list[EngineCheck]:
         """`orsbox doctor`'s questions to what runs the sandboxes, each answered with a fix
         (Docker: are the limits enforced, proven by a probe container; which runtimes start
         and what kernel they show). None to ask: an empty list."""
@@ -425,11 +438,11 @@ class BackendWrapper(SandboxBackend):
         self.backend = backend
 
     @property
-    def snapshots(self) -> SnapshotStore | None:  # type: ignore[override]
+    def snapshots(self) -> SnapshotStore | None:
         return getattr(self.backend, "snapshots", None)  # a test double may lack it
 
     @property
-    def capabilities(self) -> BackendCapabilities:  # type: ignore[override]
+    def capabilities(self) -> BackendCapabilities:
         return self.backend.capabilities
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
@@ -453,7 +466,7 @@ class BackendWrapper(SandboxBackend):
     async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept | None:
         return await self.backend.sweep_host_state(everything=everything)
 
-    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+    async def network_checks(self, *, allowlists: bool) -> builtins.list[EngineCheck]:
         return await self.backend.network_checks(allowlists=allowlists)
 
     def login_command(self, sandbox_id: str, user: str | None = None) -> str | None:
@@ -472,7 +485,7 @@ class BackendWrapper(SandboxBackend):
     async def describe(self) -> str:
         return await self.backend.describe()
 
-    async def engine_checks(self) -> list[EngineCheck]:
+    async def engine_checks(self) -> builtins.list[EngineCheck]:
         return await self.backend.engine_checks()
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:

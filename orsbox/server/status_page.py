@@ -199,13 +199,13 @@ def _cpu(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.2f} s"
 
 
-def _bytes(n: int | None) -> str:
+def _bytes(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     return f"{n:.2f} GiB"
 
 

@@ -22,6 +22,7 @@ owner labels (`labels.py`).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import functools
 import logging
 import os
@@ -112,7 +113,7 @@ class DockerBackend(SandboxBackend):
             start_concurrency or START_CONCURRENCY, fixed=start_concurrency is not None
         )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
-        self.snapshots = DockerSnapshots(self.engine, self.server_id)
+        self.snapshots: DockerSnapshots = DockerSnapshots(self.engine, self.server_id)
         self._images = DockerImages(self.engine)
         self.guarded = GuardedNetwork(self.engine, self.server_id, self.config.egress_allow)
         self.allowlist = AllowlistNetwork(
@@ -125,7 +126,7 @@ class DockerBackend(SandboxBackend):
         guest_payload()  # compiled now, not on the event loop at the first start
 
     @property
-    def capabilities(self) -> BackendCapabilities:  # type: ignore[override]
+    def capabilities(self) -> BackendCapabilities:
         """As configured, and as the engine is once it has answered (the first engine
         call of any kind: a server's start-up sweep). Under gVisor a sandbox has no
         network at all (`runtime_for`); on Podman none but the host's (`podman.py`).
@@ -445,7 +446,7 @@ class DockerBackend(SandboxBackend):
     async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept:
         return (await sweep_host_state(self.engine, everything)).report()
 
-    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+    async def network_checks(self, *, allowlists: bool) -> builtins.list[EngineCheck]:
         allow = self.config.egress_allow
         return await network_checks(
             self.guarded.bridge, allow, allowlists=allowlists, guarded=self._gives_networks
