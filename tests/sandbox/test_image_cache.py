@@ -9,13 +9,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from orsbox.errors import ImageNotFound
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.fake import FakeBackend, FakeSandbox
 from orsbox.sandbox.image_cache import ImageCachingBackend, ImagePullFailed
 from orsbox.sandbox.images import BASE_IMAGE
+from orsbox.server import create_app
 from orsbox.settings import Settings
+from tests.fixture_envs.protocol_envs import Protocol
 
 pytestmark = pytest.mark.anyio
 
@@ -165,3 +169,27 @@ def test_the_budget_setting_reads_sizes_as_docker_writes_them() -> None:
     assert Settings().image_disk_budget is None
     with pytest.raises(ValueError, match="not a size"):
         Settings(image_disk_budget="lots")
+
+
+def test_a_server_reports_its_pulled_images_in_metrics_and_on_its_status_page() -> None:
+    fake = FakeBackend()
+    fake.images.registry.update({"reg/a:1": 300 * MB, "reg/b:1": 300 * MB})
+    settings = Settings(image_disk_budget="500M", record_episodes=False)
+    app = create_app([Protocol], settings, sandbox_backend=fake)
+    with TestClient(app) as client:
+        backend = app.state.sessions.sandbox_backend  # the one every session's start uses
+        for image in ("reg/a:1", "reg/b:1"):
+            client.portal.call(backend.pull_image, image)
+        samples = {
+            s.name: s.value
+            for family in text_string_to_metric_families(client.get("/metrics").text)
+            for s in family.samples
+        }
+        page = client.get("/").text
+    assert samples["orsbox_image_pulls_total"] == 2
+    assert samples["orsbox_image_pulled_bytes_total"] == 600 * MB
+    assert samples["orsbox_image_evictions_total"] == 1
+    assert samples["orsbox_image_disk_bytes"] == 300 * MB
+    assert samples["orsbox_image_disk_budget_bytes"] == 500 * MB
+    assert '<table id="images">' in page and "reg/a:1" in page  # the last evicted
+    assert "300.0 MiB / 500.0 MiB" in page
