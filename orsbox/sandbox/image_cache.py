@@ -111,8 +111,13 @@ class ImageCache:
         progress: Progress | None = None,
         fetch: Callable[[str, Progress | None], Awaitable[None]] | None = None,
     ) -> None:
-        """Pull `ref` unless a pull of it is already running, then wait for that one.
-        `fetch` does the pull (default: the store's). Raises `ImagePullFailed`."""
+        """Pull `ref` unless a pull of it is already running, then wait for that one;
+        nothing when it has come meanwhile (a session whose start missed it just before
+        another's pull ended). `fetch` does the pull (default: the store's). Raises
+        `ImagePullFailed`."""
+        if ref not in self._pulling and await self._arrived(ref):
+            self._after_pull[ref] += 1  # its start is still the one that missed
+            return
         task = self._pulling.get(ref)
         if task is None:
             task = asyncio.ensure_future(self._pull(ref, progress, fetch or self.store.pull))
@@ -120,6 +125,12 @@ class ImageCache:
             task.add_done_callback(lambda done: self._pulled_by(ref, done))
         self._after_pull[ref] += 1
         await asyncio.shield(task)
+
+    async def _arrived(self, ref: str) -> bool:
+        try:
+            return await self.store.has(ref)
+        except SandboxError:
+            return False
 
     def _pulled_by(self, ref: str, task: asyncio.Task[None]) -> None:
         self._pulling.pop(ref, None)

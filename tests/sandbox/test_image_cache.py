@@ -57,6 +57,14 @@ async def test_concurrent_pulls_of_one_image_share_one_pull() -> None:
     assert await backend.images.has("reg/a:1")
 
 
+async def test_a_pull_asked_for_once_the_image_is_there_pulls_nothing() -> None:
+    """A session whose start missed the image just before another's pull ended."""
+    backend = cached({"reg/a:1": MB})
+    await backend.pull_image("reg/a:1")
+    await backend.pull_image("reg/a:1")
+    assert backend.backend.images.pulled == ["reg/a:1"] and backend.cache.stats.pulls == 1
+
+
 async def test_a_waiter_cancelled_does_not_stop_the_others_pull() -> None:
     backend = cached({"reg/a:1": MB})
     backend.backend.images.gate = gate = asyncio.Event()
