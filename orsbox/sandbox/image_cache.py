@@ -12,7 +12,8 @@ through it.
 * A disk budget (`image_disk_budget`, None: unbounded). Only images this server pulled
   count and can go: what the server was started with (the bundled images, the base,
   anything built or loaded by hand) is never evicted. Past the budget, after a pull,
-  the least recently used pulled image is removed, unless it is in use: a sandbox
+  the least recently used pulled image is removed, unless it is awaited (being pulled,
+  or pulled for sessions whose sandboxes have not started yet) or in use: a sandbox
   runs from it (a session's, the sandbox API's, the warm pool's idle ones), or an image
   is built on it (a setup snapshot or a fork's saved image), as the store and the
   backend's listing of live sandboxes say. An image in use stays even when that leaves
@@ -176,6 +177,12 @@ class ImageCache:
         """A sandbox start did not find `ref`."""
         self.stats.misses += 1
 
+    def failed(self, ref: str) -> None:
+        """A sandbox start from `ref` failed otherwise: if a pull was for it, that
+        pull's image no longer waits for it."""
+        if self._after_pull[ref] > 0:
+            self._after_pull[ref] -= 1
+
     # -- eviction
     def lru_order(self) -> list[str]:
         """The pulled images held, least recently used first."""
@@ -194,7 +201,7 @@ class ImageCache:
             for ref in self.lru_order():
                 if self._over() <= 0:
                     break
-                if ref in self._pulling or await self._is_kept(ref, keep):
+                if self._awaited(ref) or await self._is_kept(ref, keep):
                     continue
                 if await self._remove(ref):
                     removed.append(ref)
@@ -205,6 +212,10 @@ class ImageCache:
                     self.budget_bytes / 1e6,
                 )
             return removed
+
+    def _awaited(self, ref: str) -> bool:
+        """Being pulled, or pulled for sessions whose sandboxes have not started yet."""
+        return ref in self._pulling or self._after_pull[ref] > 0
 
     def _over(self) -> int:
         return sum(p.size_bytes for p in self._pulled.values()) - (self.budget_bytes or 0)
@@ -261,6 +272,9 @@ class ImageCachingBackend(BackendWrapper):
             sandbox = await self.backend.start(spec)
         except ImageNotFound:
             self.cache.missed(spec.image)
+            raise
+        except BaseException:
+            self.cache.failed(spec.image)
             raise
         self.cache.started(spec.image)
         return sandbox

@@ -97,17 +97,23 @@ async def test_a_failed_pull_fails_every_waiter_with_the_name_and_the_hint() -> 
     assert backend.backend.images.pulled == ["reg/gone:1", "reg/gone:1"]
 
 
+async def use(backend: ImageCachingBackend, image: str, *, pull: bool = True) -> None:
+    """One episode of `image`: its pull (when missing), its sandbox started and closed."""
+    if pull:
+        await backend.pull_image(image)
+    await (await backend.start(SandboxSpec(image=image, session_id=image))).close()
+
+
 async def test_past_the_budget_the_least_recently_used_pulled_image_goes() -> None:
     images = {f"reg/i{n}:1": 10 * MB for n in range(5)}
     backend = cached(images, budget=20 * MB)  # two images
     evicted = []
     for n in (0, 1):
-        await backend.pull_image(f"reg/i{n}:1")
-    sandbox = await backend.start(SandboxSpec(image="reg/i0:1", session_id="s"))  # i0 newer
-    await sandbox.close()
-    await backend.pull_image("reg/i2:1")  # over: i1 is the least recently used
+        await use(backend, f"reg/i{n}:1")
+    await use(backend, "reg/i0:1", pull=False)  # i0 used again: i1 is the older
+    await use(backend, "reg/i2:1")
     evicted.append(list(backend.cache.stats.evicted))
-    await backend.pull_image("reg/i3:1")  # then i0
+    await use(backend, "reg/i3:1")  # then i0
     evicted.append(list(backend.cache.stats.evicted))
     assert evicted == [["reg/i1:1"], ["reg/i1:1", "reg/i0:1"]]
     assert backend.cache.lru_order() == ["reg/i2:1", "reg/i3:1"]
@@ -121,12 +127,11 @@ async def test_an_image_a_live_sandbox_runs_from_is_never_evicted() -> None:
     await backend.pull_image("reg/i0:1")
     live = await backend.start(SandboxSpec(image="reg/i0:1", session_id="live"))
     for n in (1, 2, 3):
-        await backend.pull_image(f"reg/i{n}:1")
-    assert "reg/i0:1" not in backend.cache.stats.evicted
+        await use(backend, f"reg/i{n}:1")
     assert await backend.images.has("reg/i0:1")
-    assert backend.cache.stats.evicted == ["reg/i1:1", "reg/i2:1"]
+    assert backend.cache.stats.evicted == ["reg/i1:1", "reg/i2:1"]  # i0 was older: in use
     await live.close()
-    await backend.pull_image("reg/i4:1")  # free now, and the least recently used: it goes
+    await use(backend, "reg/i4:1")  # free now, and the least recently used: it goes
     assert backend.cache.stats.evicted[-1] == "reg/i0:1"
     assert backend.cache.lru_order() == ["reg/i3:1", "reg/i4:1"]
 
@@ -134,9 +139,9 @@ async def test_an_image_a_live_sandbox_runs_from_is_never_evicted() -> None:
 async def test_an_image_the_store_says_is_in_use_stays_over_the_budget() -> None:
     """A snapshot built on it, as the store answers (`ImageStore.in_use`)."""
     backend = cached({"reg/a:1": 30 * MB, "reg/b:1": 30 * MB}, budget=40 * MB)
-    await backend.pull_image("reg/a:1")
+    await use(backend, "reg/a:1")
     backend.backend.images.used.add("reg/a:1")
-    await backend.pull_image("reg/b:1")  # over the budget: a is used, b is being pulled
+    await use(backend, "reg/b:1")  # over the budget: a is used, b is being pulled
     assert backend.cache.stats.evicted == [] and await backend.images.has("reg/a:1")
     assert backend.cache.stats.disk_bytes == 60 * MB  # over, and said so in the log
 
@@ -187,7 +192,7 @@ def test_a_server_reports_its_pulled_images_in_metrics_and_on_its_status_page() 
     with TestClient(app) as client:
         backend = app.state.sessions.sandbox_backend  # the one every session's start uses
         for image in ("reg/a:1", "reg/b:1"):
-            client.portal.call(backend.pull_image, image)
+            client.portal.call(use, backend, image)
         samples = {
             s.name: s.value
             for family in text_string_to_metric_families(client.get("/metrics").text)
@@ -201,3 +206,17 @@ def test_a_server_reports_its_pulled_images_in_metrics_and_on_its_status_page() 
     assert samples["orsbox_image_disk_budget_bytes"] == 500 * MB
     assert '<table id="images">' in page and "reg/a:1" in page  # the last evicted
     assert "300.0 MiB / 500.0 MiB" in page
+
+
+async def test_an_image_pulled_for_sessions_not_yet_started_is_not_evicted() -> None:
+    """Two images pulled at once past a budget of one: each stays until its session's
+    sandbox has started from it (an engine's start would fail without it)."""
+    fake = FakeEngine()
+    fake.images.registry.update({"reg/a:1": 10 * MB, "reg/b:1": 10 * MB, "reg/c:1": 10 * MB})
+    backend = ImageCachingBackend(fake, budget_bytes=10 * MB)
+    await asyncio.gather(backend.pull_image("reg/a:1"), backend.pull_image("reg/b:1"))
+    assert backend.cache.stats.evicted == []
+    for image in ("reg/a:1", "reg/b:1"):
+        await (await backend.start(SandboxSpec(image=image, session_id=image))).close()
+    await backend.pull_image("reg/c:1")
+    assert backend.cache.stats.evicted == ["reg/a:1", "reg/b:1"]
