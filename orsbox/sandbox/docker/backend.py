@@ -266,10 +266,14 @@ class DockerBackend(SandboxBackend):
 
     async def host_limits(self) -> list[HostLimit]:
         """The kernel's limits at a container sandbox's cost, then the engine's own
-        (its processes' open files, its cgroup's tasks, the guarded bridge's ports)."""
+        (its processes' open files, its cgroup's tasks, the guarded bridge's ports).
+        Podman's own costs were not measured: it has the kernel's only."""
+        podman = is_podman(await self._product())
 
         def read() -> list[HostLimit]:
             kernel = kernel_limits(episode_cost())
+            if podman:
+                return kernel
             return [*kernel, *engine_limits(self.engine.address or DEFAULT_ENGINE)]
 
         return await anyio.to_thread.run_sync(read)
