@@ -6,7 +6,9 @@ Docker engine); the images the bundled environments need exist; the backend's ow
 checks (`engine_checks`; Docker: the limits orsbox sets are enforced, proven by a tiny
 real container reading its own cgroup, and the runtimes it offers); and its network
 checks (`network_checks`; Docker: the egress guard's rules, put in place and read back,
-and squid for allow-listed networks).
+and squid for allow-listed networks). Between them, a table of the host's limits that
+live episodes use up (`host_limits`; docs/operating/sizing.md) and whether the next
+thousand fit, naming the limit that stops them first.
 """
 
 from __future__ import annotations
