@@ -35,6 +35,7 @@ from orsbox.sandbox.labels import check_labels
 
 if TYPE_CHECKING:
     from orsbox.sandbox.capabilities import BackendCapabilities
+    from orsbox.sandbox.host_limits import HostLimit
     from orsbox.sandbox.host_state import HostStateSwept
     from orsbox.sandbox.images import ImageStore
     from orsbox.sandbox.snapshots import SnapshotStore
@@ -422,6 +423,15 @@ class SandboxBackend(abc.ABC):
         and what kernel they show). None to ask: an empty list."""
         return []
 
+    async def host_limits(self) -> builtins.list[HostLimit]:
+        """The host's limits live episodes use up, with what one more episode costs of
+        each (`orsbox doctor`'s table; `orsbox.sandbox.host_limits`). By default the
+        kernel's at the server's own cost; a backend whose sandboxes cost the host more
+        (Docker: shims, containers) adds its cost and its engine's own limits."""
+        from orsbox.sandbox.host_limits import EpisodeCost, kernel_limits
+
+        return kernel_limits(EpisodeCost())
+
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         """Fetch `image` from its registry into the engine this backend starts sandboxes
         on (a dataset's instance image missing when its episode starts), calling
@@ -487,6 +497,9 @@ class BackendWrapper(SandboxBackend):
 
     async def engine_checks(self) -> builtins.list[EngineCheck]:
         return await self.backend.engine_checks()
+
+    async def host_limits(self) -> builtins.list[HostLimit]:
+        return await self.backend.host_limits()
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         await self.backend.pull_image(image, progress)

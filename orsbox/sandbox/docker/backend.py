@@ -42,10 +42,11 @@ from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
 from orsbox.sandbox.diagnosis import EngineCheck
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork
-from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
+from orsbox.sandbox.docker.config import DEFAULT_ENGINE, DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.diagnosis import engine_checks
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.engine_limits import engine_limits, episode_cost
 from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.docker.host_state import Swept, sweep_host_state
 from orsbox.sandbox.docker.image_store import DockerImages
@@ -68,6 +69,7 @@ from orsbox.sandbox.docker.stream import DockerDemux
 from orsbox.sandbox.guest.channel import ChannelClosed, GuestChannel
 from orsbox.sandbox.guest.loader import guest_argv, guest_payload
 from orsbox.sandbox.guest.sandbox import check
+from orsbox.sandbox.host_limits import HostLimit, kernel_limits
 from orsbox.sandbox.host_state import HostStateSwept
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.images import BASE_IMAGE
@@ -261,6 +263,20 @@ class DockerBackend(SandboxBackend):
         description, has_base = await self.describe(), await self.images.has(BASE_IMAGE)
         checks = functools.partial(engine_checks, self.engine.client, description, has_base)
         return await anyio.to_thread.run_sync(checks, self.config.runtime)
+
+    async def host_limits(self) -> list[HostLimit]:
+        """The kernel's limits at a container sandbox's cost, then the engine's own
+        (its processes' open files, its cgroup's tasks, the guarded bridge's ports).
+        Podman's own costs were not measured: it has the kernel's only."""
+        podman = is_podman(await self._product())
+
+        def read() -> list[HostLimit]:
+            kernel = kernel_limits(episode_cost())
+            if podman:
+                return kernel
+            return [*kernel, *engine_limits(self.engine.address or DEFAULT_ENGINE)]
+
+        return await anyio.to_thread.run_sync(read)
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         """Into the configured engine, under the image map's name (as `start` would
