@@ -11,7 +11,9 @@ import asyncio
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
 
+from orsbox.cli.main import app
 from orsbox.errors import ImageNotFound
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.fake import FakeBackend, FakeSandbox
@@ -220,3 +222,8 @@ async def test_an_image_pulled_for_sessions_not_yet_started_is_not_evicted() -> 
         await (await backend.start(SandboxSpec(image=image, session_id=image))).close()
     await backend.pull_image("reg/c:1")
     assert backend.cache.stats.evicted == ["reg/a:1", "reg/b:1"]
+
+
+def test_serve_refuses_a_budget_that_is_no_size() -> None:
+    result = CliRunner().invoke(app, ["serve", "--image-disk-budget", "lots"])
+    assert result.exit_code == 2 and "not a size" in result.output, result.output
