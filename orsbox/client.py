@@ -66,6 +66,7 @@ class Session:
         create it again."""
         self.url = url.rstrip("/")
         self.env = env
+        self.split, self.index = split, index
         self.token = token
         self.sid = sid or uuid.uuid4().hex
         self._created = sid is not None
@@ -114,9 +115,8 @@ class Session:
         `POST /orsbox/fork`; running processes are not carried). Each is already
         created: use it in a `with` block, or `close()` it, to delete it."""
         answer = self._post("/orsbox/fork", {"n": n})
-        task = self._task
         return [
-            Session(self.url, self.env, task["split"], task["index"], self.token, sid=sid)
+            Session(self.url, self.env, self.split, self.index, self.token, sid=sid)
             for sid in answer["sids"]
         ]
 

@@ -180,6 +180,12 @@ class Settings(BaseSettings):
         ge=0,
         description="idle pooled sandboxes' memory limits together stay within this",
     )
+    # -- pulled images (orsbox.sandbox.image_cache) ------------------------------------------
+    image_disk_budget: int | None = Field(
+        default=None,
+        description="disk the images this server pulled may take (e.g. 40G, 850M); past "
+        "it the least recently used one not in use is removed; default: unbounded",
+    )
     # -- the operator's view (orsbox.monitoring) --------------------------------------------
     metrics_public: bool = Field(
         default=False, description="serve /metrics without the token (for a scraper)"
@@ -238,6 +244,16 @@ class Settings(BaseSettings):
     backend_file: Path | None = Field(
         default=None, description="a TOML or JSON file with the backend config (wins over BACKEND)"
     )
+
+    @field_validator("image_disk_budget", mode="before")
+    @classmethod
+    def _a_size(cls, value: Any) -> Any:
+        """Bytes, or a size as docker writes one: "40G", "850m", "1.5GiB"."""
+        from orsbox.sandbox.sizes import parse_size
+
+        if value is None or value == "":
+            return None
+        return parse_size(value if isinstance(value, int) else str(value))
 
     @field_validator("image_map", mode="before")
     @classmethod

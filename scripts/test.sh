@@ -2,7 +2,7 @@
 # The project's test command (the README's, and what CI runs): installs what the tests
 # need on a fresh Debian 12 machine, starts a Docker engine, builds every sandbox image
 # (orsbox/base, orsbox/swe and the bundled environments' own, through `orsbox build`),
-# then runs ruff and the whole pytest suite. Extra arguments go to pytest.
+# then runs ruff, mypy and the whole pytest suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -57,6 +57,9 @@ fi
 export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
 ruff check .
 ruff format --check orsbox tests docs/hooks
+# Types: mypy over orsbox/ as [tool.mypy] in pyproject.toml says (its cache in
+# .mypy_cache): about 30 s cold on 2 idle cores (26 s of CPU), 3 s from the cache
+python3 -m mypy
 # CI owns its Docker engine, so the tests that stop and restart it run here
 export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
 # gVisor: a second, private engine with runsc for the runsc half of the conformance and

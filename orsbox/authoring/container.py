@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 from orsbox.authoring.environment import Environment
 from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS, folder_fingerprint
 from orsbox.authoring.tools import ToolRaised
-from orsbox.authoring.user_code import call_user
+from orsbox.authoring.user_code import MaybeAsync, call_user
 from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.errors import BadRequest, ImageNotFound, SandboxError, SandboxGone
 from orsbox.protocol.reasons import Reason
@@ -71,7 +71,7 @@ class ContainerEnvironment(Environment):
     max_exec_timeout_s: ClassVar[float] = 600.0
     output_cap_bytes: ClassVar[int] = OUTPUT_CAP_BYTES
     max_output_cap_bytes: ClassVar[int] = 1024 * 1024
-    episode_timeout_s: ClassVar[float | None] = None
+    episode_timeout_s: float | None = None  # per class, or per task (a Harbor task's)
     setup_cache: ClassVar[bool] = False  # save the state after setup per task; reuse it
 
     started_from_snapshot: bool = False  # this episode started from a setup snapshot
@@ -245,7 +245,7 @@ class ContainerEnvironment(Environment):
         snapshot = await store.commit(self.sandbox, kind="fork", name=name, labels=labels)
         return SharedSnapshot(store, snapshot, users)
 
-    def prepare(self) -> None:
+    def prepare(self) -> MaybeAsync[None]:
         """Hook run after the sandbox started and task files were copied (may be async)."""
 
     async def teardown(self) -> None:

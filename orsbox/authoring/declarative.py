@@ -13,6 +13,7 @@ itself, every task file, and that every task has the fields the prompt uses.
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -136,6 +137,7 @@ def _submit_params(manifest: Manifest) -> type[BaseModel] | None:
 
 
 def _submit_tool(params_model: type[BaseModel] | None) -> Any:
+    submit: Callable[..., Awaitable[ToolOutput]]  # with params or without
     if params_model is None:
 
         async def submit(self: DeclarativeEnvironment) -> ToolOutput:
@@ -143,7 +145,7 @@ def _submit_tool(params_model: type[BaseModel] | None) -> Any:
 
     else:
 
-        async def submit(self: DeclarativeEnvironment, params: Any) -> ToolOutput:  # type: ignore[misc]
+        async def submit(self: DeclarativeEnvironment, params: Any) -> ToolOutput:
             return await self.grade_submission(params.model_dump())
 
         submit.__annotations__ = {"params": params_model, "return": ToolOutput}

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orsbox.authoring.tools import ToolDef, find_tools
-from orsbox.authoring.user_code import call_user
+from orsbox.authoring.user_code import MaybeAsync, call_user
 from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.protocol.types import (
+    Block,
     Blocks,
     GroupCandidate,
     GroupScore,
@@ -27,9 +28,12 @@ from orsbox.protocol.types import (
     RunToolError,
     RunToolSuccess,
     Split,
+    SplitType,
     TextBlock,
     ToolOutput,
 )
+
+SPLIT_TYPES: dict[str, SplitType] = {"train": "train", "validation": "validation", "test": "test"}
 
 
 @dataclass
@@ -49,8 +53,7 @@ def as_split(split: Split | str) -> Split:
     other name is a validation split, as in the reference servers."""
     if isinstance(split, Split):
         return split
-    kind = split if split in ("train", "validation", "test") else "validation"
-    return Split(name=split, type=kind)  # type: ignore[arg-type]
+    return Split(name=split, type=SPLIT_TYPES.get(split, "validation"))
 
 
 class Environment(abc.ABC):
@@ -113,7 +116,7 @@ class Environment(abc.ABC):
         shutdown, and after a failed setup."""
 
     @abc.abstractmethod
-    def get_prompt(self) -> Blocks:
+    def get_prompt(self) -> MaybeAsync[Sequence[Block]]:
         """The first observation: a list of text/image blocks (may be async)."""
 
     async def messages(self) -> list[Message]:
@@ -141,7 +144,7 @@ class Environment(abc.ABC):
             tools=shared, supports_score_group=cls.supports_score_group() or None
         )
 
-    def list_task_tools(self) -> ListToolsOutput:
+    def list_task_tools(self) -> MaybeAsync[ListToolsOutput]:
         """Tools only this task has; by default the `@tool(shared=False)` methods.
         `/{env}/task_tools` lists these after the shared ones."""
         tools = find_tools(type(self)).values()

@@ -43,11 +43,11 @@ from orsbox.sandbox.base import (
     SandboxLimits,
     check_allowlist,
 )
+from orsbox.sandbox.sizes import parse_size
 
 MANIFEST_NAME = "orsbox.toml"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"  # also a docker repository name component
 PARAM_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
-SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 # Said after pydantic's "Field required" for fields whose purpose is not obvious.
 MISSING_HINTS = {
@@ -254,21 +254,6 @@ class Manifest(_Strict):
         if self.image:
             return self.image
         return f"orsbox/env-{self.name}:latest" if self.build else BASE_IMAGE
-
-
-def parse_size(value: int | str) -> int:
-    """Bytes from an int or a docker-style size: "512m", "2g", "1GiB", "1.5g"."""
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError("must be positive")
-        return value
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*", value.lower())
-    if not match:
-        raise ValueError(f"{value!r} is not a size; write bytes or e.g. 512m, 2g")
-    size = int(float(match.group(1)) * SIZE_UNITS[match.group(2)])
-    if size <= 0:
-        raise ValueError("must be positive")
-    return size
 
 
 # -- reading a manifest -----------------------------------------------------------------

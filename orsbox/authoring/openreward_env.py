@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 from pydantic import TypeAdapter
 
@@ -43,7 +43,7 @@ from orsbox.protocol.types import (
 _BLOCKS = TypeAdapter(list[Block])
 
 
-def is_openreward_environment(obj: Any) -> bool:
+def is_openreward_environment(obj: Any) -> TypeGuard[type]:
     """A concrete `openreward.environments.Environment` subclass. Such a class's module
     imported `openreward.environments` already, so this never imports it (it is heavy)."""
     module = sys.modules.get("openreward.environments")

@@ -128,7 +128,7 @@ def find_tools(cls: type) -> dict[str, ToolDef]:
             continue
         description = inspect.cleandoc(fn.__doc__ or "")
         found[name] = ToolDef(name, description, _params_model(cls, name, fn), mark["shared"])
-    cls._orsbox_tools = found  # type: ignore[attr-defined]
+    cls._orsbox_tools = found  # type: ignore[attr-defined]  # a cache on the author's class, which declares no such attribute
     return found
 
 

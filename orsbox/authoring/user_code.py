@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 import anyio.to_thread
 
 USER_THREADS = 256
+
+T = TypeVar("T")
+# What a hook the author may write sync or async returns: its value, or an awaitable of it
+MaybeAsync: TypeAlias = T | Awaitable[T]
 
 _limiter: anyio.CapacityLimiter | None = None
 

@@ -72,8 +72,7 @@ def with_backend_options(command: F) -> F:
 
     del wrapper.__wrapped__  # typer must read the signature below, not the original's
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
-    # typer reads a function's __signature__, which mypy does not know functions have
-    wrapper.__signature__ = signature.replace(parameters=parameters, return_annotation=None)  # type: ignore[attr-defined]
+    wrapper.__signature__ = signature.replace(parameters=parameters, return_annotation=None)  # type: ignore[attr-defined]  # typer reads it; mypy knows no such attribute on functions
     return wrapper  # type: ignore[return-value]  # F, with other flags: typer reads the signature
 
 

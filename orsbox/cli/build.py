@@ -146,11 +146,13 @@ async def _ensure(
     plan = build_plan(wanted, recipes, there.__contains__)
     if plan:
         console.print(f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}")
-        tolerant = [e for e in environments if callable(getattr(e, "image_build_failed", None))]
+        # an environment that serves without some of its images says so (Harbor's tasks)
+        hooks = [getattr(e, "image_build_failed", None) for e in environments]
+        tolerant = [hook for hook in hooks if callable(hook)]
         failed = await run_plan(images, plan, keep_going=bool(tolerant))
-        for env_cls in tolerant:
+        for hook in tolerant:
             for tag, error in failed.items():
-                env_cls.image_build_failed(tag, error)  # type: ignore[attr-defined]
+                hook(tag, error)
     known = {r.tag for r in recipes}
     for tag in wanted:
         if tag not in known and not await images.has(tag):

@@ -121,6 +121,8 @@ def _verdict(check: TaskCheck) -> str:
 def _why(check: TaskCheck) -> str:
     if check.error or check.solution is None or check.untouched is None:
         return check.error or "not graded"
+    if isinstance(check.solution, GradingError) or isinstance(check.untouched, GradingError):
+        return "not graded"  # `_verdict` reports these first
     problems = []
     if check.solution.reward != 1.0:
         cause = check.cause()

@@ -127,7 +127,7 @@ def format_options(
             cpus=cpus,
             memory_bytes=parse_memory(memory) if memory else None,
             build_missing=build_missing,
-            grading=grading,  # type: ignore[arg-type]
+            grading=grading,  # type: ignore[arg-type]  # one of the Literal's two names, checked above
         )
     except ManifestError as e:
         raise typer.BadParameter(str(e)) from None
@@ -164,5 +164,5 @@ def with_dataset_options(command: F) -> F:
 
     del wrapper.__wrapped__  # typer must read the signature below, not the original's
     wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *extra]}
-    wrapper.__signature__ = signature.replace(parameters=[*own, *extra], return_annotation=None)  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    wrapper.__signature__ = signature.replace(parameters=[*own, *extra], return_annotation=None)  # type: ignore[attr-defined]  # typer reads it; mypy knows no such attribute on functions
+    return wrapper  # type: ignore[return-value]  # F, with other options: typer reads the signature

@@ -70,7 +70,9 @@ def list_episodes(
         "ID", "ENVIRONMENT", "STARTED", "STATE", "CALLS", "REWARD", "FINISHED", "CPU", "PEAK MEM"
     )
     for e in episodes:
-        usage = e.get("usage") if isinstance(e.get("usage"), dict) else {}
+        usage = e.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         table.add_row(
             e["id"][:12],
             e["environment"],
@@ -181,7 +183,7 @@ def parquet_schema(pa: Any) -> Any:
 
 def _flat(episode: dict[str, Any]) -> dict[str, Any]:
     """JSON-valued fields as JSON text: their shapes differ from one environment to the next."""
-    row = {k: _as_text(episode.get(k)) for k in ("task", "prompt", "usage")}
+    row: dict[str, Any] = {k: _as_text(episode.get(k)) for k in ("task", "prompt", "usage")}
     row |= {k: v for k, v in episode.items() if k not in row and k != "calls"}
     row["calls"] = [
         {**c, "input": _as_text(c.get("input")), "output": _as_text(c.get("output"))}
@@ -201,7 +203,7 @@ def _text(value: Any) -> str:
     if isinstance(value, dict) and isinstance(value.get("output"), dict):
         value = value["output"].get("blocks")
     if isinstance(value, list):
-        texts = [b.get("text") for b in value if isinstance(b, dict) and "text" in b]
+        texts = [b["text"] for b in value if isinstance(b, dict) and "text" in b]
         if texts:
             return "\n".join(texts)
     return "" if value is None else json.dumps(value, ensure_ascii=False)

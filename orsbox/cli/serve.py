@@ -14,6 +14,7 @@ from orsbox.cli import dataset_options as D
 from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
 from orsbox.monitoring.logs import LOG_FORMATS
+from orsbox.sandbox.sizes import parse_size
 from orsbox.server.sandbox_api.session_url import advertise
 from orsbox.settings import Settings
 
@@ -48,6 +49,15 @@ def serve(
     log_format: Annotated[
         str, typer.Option(help="human, or json: one object a line with session and call ids")
     ] = _DEFAULTS.log_format,
+    image_disk_budget: Annotated[
+        str | None,
+        typer.Option(
+            help="disk the images this server pulls may take (e.g. 40G, 850M); past it the "
+            "least recently used one no sandbox, setup snapshot or warm sandbox uses is "
+            "removed [env: ORSBOX_IMAGE_DISK_BUDGET; default: unbounded]",
+            show_default=False,
+        ),
+    ] = None,
     dataset: D.FormatOptions | None = None,
     backend_flags: B.BackendFlags | None = None,
     grading_errors: G.GradingErrors = None,
@@ -77,6 +87,12 @@ def serve(
             "log_format": log_format,
         }
     )
+    if image_disk_budget is not None:
+        try:
+            budget = parse_size(image_disk_budget)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--image-disk-budget") from None
+        settings = settings.model_copy(update={"image_disk_budget": budget})
     if dataset is not None:  # --image-map (and ORSBOX_IMAGE_MAP) for the sandbox API too
         settings = settings.model_copy(update={"image_map": dataset.image_map.texts()})
     settings = B.with_backend(settings, backend_flags)

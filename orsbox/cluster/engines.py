@@ -25,6 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orsbox.cluster.processes import Tracked
 from orsbox.sandbox.procfs import process_start_time
@@ -111,10 +112,10 @@ class PrivateEngine:
         log = (self.root / "dockerd.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"the engine in {self.root} did not answer in {timeout_s:g}s:\n{log}")
 
-    def docker(self, *args: str, check: bool = True, **kw: object) -> subprocess.CompletedProcess:
+    def docker(self, *args: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess:
         return subprocess.run(
             ["docker", "-H", self.host, *args], capture_output=True, check=check, **kw
-        )  # type: ignore[call-overload]
+        )
 
     def load(self, archive: Path) -> None:
         """Load images from a `docker save` archive."""

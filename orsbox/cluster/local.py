@@ -208,7 +208,7 @@ class LocalCluster:
         it (an id naming it) and by placement (the router's health checks see it up)."""
         deadline = time.monotonic() + timeout_s
         for record in self.cells:
-            probes = [(record.url, {})]
+            probes: list[tuple[str, dict[str, str]]] = [(record.url, {})]
             if through_router:
                 probes.append((self.url, {"X-Session-ID": f"probe.{record.cell}"}))
             while any(_cell_answering(url, headers) != record.cell for url, headers in probes):

@@ -18,6 +18,8 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from orsbox.sandbox.image_cache import ImageCacheStats
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Tool calls run from milliseconds (a file read) to minutes (a test suite).
@@ -81,6 +83,40 @@ class StateCollector(Collector):
             "Episode records not written (database full, locked or unwritable)",
             value=state.records_dropped,
         )
+
+
+class ImageCacheCollector(Collector):
+    """The pulled images (`orsbox.sandbox.image_cache`), read at each scrape."""
+
+    def __init__(self, read: Callable[[], ImageCacheStats]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterable[Metric]:
+        s = self.read()
+        counters = (
+            (
+                "orsbox_image_pulls",
+                "Image pulls run (one per image per burst of sessions)",
+                s.pulls,
+            ),
+            ("orsbox_image_pull_failures", "Image pulls that failed", s.pull_failures),
+            ("orsbox_image_pulled_bytes", "Bytes of the images pulled", s.bytes_pulled),
+            ("orsbox_image_cache_hits", "Sandbox starts that found their image", s.hits),
+            ("orsbox_image_cache_misses", "Sandbox starts that did not find their image", s.misses),
+            ("orsbox_image_evictions", "Pulled images removed over the disk budget", s.evictions),
+        )
+        for name, text, value in counters:
+            yield CounterMetricFamily(name, text, value=value)
+        yield GaugeMetricFamily(
+            "orsbox_image_disk_bytes", "Disk the images this server pulled take", value=s.disk_bytes
+        )
+        yield GaugeMetricFamily("orsbox_images_pulled", "Pulled images held", value=s.images)
+        if s.budget_bytes is not None:
+            yield GaugeMetricFamily(
+                "orsbox_image_disk_budget_bytes",
+                "The disk budget of pulled images (--image-disk-budget)",
+                value=s.budget_bytes,
+            )
 
 
 def _idle_metrics(idle: dict[str, list[float]]) -> Iterable[Metric]:
@@ -177,6 +213,10 @@ class Metrics:
     def watch(self, read: Callable[[], State]) -> None:
         """Report the server's state from `read` at every scrape."""
         self.registry.register(StateCollector(read))
+
+    def watch_images(self, read: Callable[[], ImageCacheStats]) -> None:
+        """Report the pulled images' counts from `read` at every scrape."""
+        self.registry.register(ImageCacheCollector(read))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

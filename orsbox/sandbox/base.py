@@ -18,6 +18,7 @@ Exceptions mean the sandbox itself failed (`SandboxGone` when it died under us).
 from __future__ import annotations
 
 import abc
+import builtins
 import contextlib
 import ipaddress
 import re
@@ -34,6 +35,7 @@ from orsbox.sandbox.labels import check_labels
 
 if TYPE_CHECKING:
     from orsbox.sandbox.capabilities import BackendCapabilities
+    from orsbox.sandbox.host_limits import HostLimit
     from orsbox.sandbox.host_state import HostStateSwept
     from orsbox.sandbox.images import ImageStore
     from orsbox.sandbox.snapshots import SnapshotStore
@@ -331,10 +333,22 @@ class SandboxBackend(abc.ABC):
     """Creates sandboxes and cleans up after dead servers; keeps the images they start
     from (`images`)."""
 
-    snapshots: SnapshotStore | None = None  # None: this backend cannot save a sandbox
-    # What it can do (`capabilities.py`): as configured, and as its engine is once the
-    # backend has reached it (Podman's limits: any engine call, `describe()` included)
-    capabilities: BackendCapabilities
+    if TYPE_CHECKING:
+        # Read-only to callers, so a backend may give them as a property (Docker's
+        # capabilities, a wrapper's pass-through) or as an attribute (the fake's)
+
+        @property
+        def snapshots(self) -> SnapshotStore | None:
+            """None: this backend cannot save a sandbox."""
+
+        @property
+        def capabilities(self) -> BackendCapabilities:
+            """What it can do (`capabilities.py`): as configured, and as its engine is
+            once the backend has reached it (Podman's limits: any engine call,
+            `describe()` included)."""
+
+    else:
+        snapshots = None
 
     @abc.abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:
@@ -365,7 +379,7 @@ class SandboxBackend(abc.ABC):
         nothing there. Raises `SandboxError` when the engine cannot be asked."""
         return None
 
-    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+    async def network_checks(self, *, allowlists: bool) -> builtins.list[EngineCheck]:
         """`orsbox doctor`'s questions about the guard of networked sandboxes, each
         answered with a fix (Docker: its firewall rules, put in place under a throwaway
         owner, read back and removed; squid for allow-lists, needed where `allowlists`
@@ -403,11 +417,20 @@ class SandboxBackend(abc.ABC):
         does not answer."""
         return type(self).__name__
 
-    async def engine_checks(self) -> list[EngineCheck]:
+    async def engine_checks(self) -> builtins.list[EngineCheck]:
         """`orsbox doctor`'s questions to what runs the sandboxes, each answered with a fix
         (Docker: are the limits enforced, proven by a probe container; which runtimes start
         and what kernel they show). None to ask: an empty list."""
         return []
+
+    async def host_limits(self) -> builtins.list[HostLimit]:
+        """The host's limits live episodes use up, with what one more episode costs of
+        each (`orsbox doctor`'s table; `orsbox.sandbox.host_limits`). By default the
+        kernel's at the server's own cost; a backend whose sandboxes cost the host more
+        (Docker: shims, containers) adds its cost and its engine's own limits."""
+        from orsbox.sandbox.host_limits import EpisodeCost, kernel_limits
+
+        return kernel_limits(EpisodeCost())
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         """Fetch `image` from its registry into the engine this backend starts sandboxes
@@ -425,11 +448,11 @@ class BackendWrapper(SandboxBackend):
         self.backend = backend
 
     @property
-    def snapshots(self) -> SnapshotStore | None:  # type: ignore[override]
+    def snapshots(self) -> SnapshotStore | None:
         return getattr(self.backend, "snapshots", None)  # a test double may lack it
 
     @property
-    def capabilities(self) -> BackendCapabilities:  # type: ignore[override]
+    def capabilities(self) -> BackendCapabilities:
         return self.backend.capabilities
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
@@ -453,7 +476,7 @@ class BackendWrapper(SandboxBackend):
     async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept | None:
         return await self.backend.sweep_host_state(everything=everything)
 
-    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+    async def network_checks(self, *, allowlists: bool) -> builtins.list[EngineCheck]:
         return await self.backend.network_checks(allowlists=allowlists)
 
     def login_command(self, sandbox_id: str, user: str | None = None) -> str | None:
@@ -472,8 +495,11 @@ class BackendWrapper(SandboxBackend):
     async def describe(self) -> str:
         return await self.backend.describe()
 
-    async def engine_checks(self) -> list[EngineCheck]:
+    async def engine_checks(self) -> builtins.list[EngineCheck]:
         return await self.backend.engine_checks()
+
+    async def host_limits(self) -> builtins.list[HostLimit]:
+        return await self.backend.host_limits()
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         await self.backend.pull_image(image, progress)

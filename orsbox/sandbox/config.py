@@ -39,7 +39,7 @@ def backend_classes() -> dict[str, type[BackendConfig]]:
 
 def default_config() -> BackendConfig:
     """The default backend's config, as configured by nothing (Docker's local engine)."""
-    return BACKENDS[0]()
+    return BACKENDS[0].model_validate({})
 
 
 def parse_config(data: object) -> BackendConfig:

@@ -2,13 +2,16 @@
 
 Honest as far as it goes: a build needs its parent image present, reads the
 Dockerfile's `LABEL`s, records the recipe (`built`) and makes the tag present; `has`,
-`labels`, `list` and `remove` answer from that record. What it cannot do it refuses with
-`SandboxError` rather than pretend: there is no registry to pull from, and an image holds
-no files to read (the fake's sandboxes run on the host's).
+`labels`, `list` and `remove` answer from that record. A pull finds its image in
+`registry` (ref -> size; empty unless a test fills it), waiting on `gate` when a test
+sets one; the images in `used` are in use (as a container's would be) and are not
+removed. What it cannot do it refuses with `SandboxError` rather than pretend: an image
+holds no files to read (the fake's sandboxes run on the host's).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import shlex
@@ -31,15 +34,22 @@ LABEL = re.compile(r"^\s*LABEL\s+(.+)$", re.IGNORECASE | re.MULTILINE)
 
 
 class FakeImages(ImageStore):
-    def __init__(self, present: Iterable[str] = (BASE_IMAGE,)) -> None:
+    def __init__(
+        self, present: Iterable[str] = (BASE_IMAGE,), registry: dict[str, int] | None = None
+    ) -> None:
         self._images: dict[str, ImageInfo] = {}
         self.built: list[ImageRecipe] = []  # every recipe built, in order
+        self.registry: dict[str, int] = dict(registry or {})  # what a pull finds: ref -> size
+        self.pulled: list[str] = []  # every pull that ran, in order
+        self.gate: asyncio.Event | None = None  # when set by a test, pulls wait on it
+        self.used: set[str] = set()  # refs in use (a sandbox runs from them)
         for tag in present:
             self._add(tag, {})
 
-    def _add(self, tag: str, labels: dict[str, str]) -> None:
+    def _add(self, tag: str, labels: dict[str, str], size: int = 0) -> None:
         digest = hashlib.sha256(f"{tag}{sorted(labels.items())}{time.time()}".encode())
-        self._images[tag] = ImageInfo(f"sha256:{digest.hexdigest()}", (tag,), labels, time.time())
+        info = ImageInfo(f"sha256:{digest.hexdigest()}", (tag,), labels, time.time(), size)
+        self._images[tag] = info
 
     def _get(self, ref: str) -> ImageInfo:
         found = self._images.get(ref) or next(
@@ -53,7 +63,14 @@ class FakeImages(ImageStore):
         return ref in self._images or any(i.id == ref for i in self._images.values())
 
     async def pull(self, ref: str, progress: Callable[[str], None] | None = None) -> None:
-        raise SandboxError(f"pull {ref}: the fake backend has no registry to pull from")
+        self.pulled.append(ref)
+        if self.gate is not None:
+            await self.gate.wait()
+        if ref not in self.registry:
+            raise SandboxError(f"pull {ref}: the fake registry has no such image")
+        if progress is not None:
+            progress(f"{ref}: pulled")
+        self._add(ref, {}, self.registry[ref])
 
     async def build(self, recipe: ImageRecipe, log: BuildLog) -> float:
         started = time.monotonic()
@@ -74,7 +91,9 @@ class FakeImages(ImageStore):
         self._add(LOCAL_DEBIAN, {})
 
     async def remove(self, refs: Sequence[str]) -> int:
-        gone = [self._get(ref).tags[0] for ref in refs if await self.has(ref)]
+        gone = [
+            self._get(ref).tags[0] for ref in refs if await self.has(ref) and ref not in self.used
+        ]
         for tag in gone:
             del self._images[tag]
         return len(gone)
@@ -88,6 +107,9 @@ class FakeImages(ImageStore):
 
     async def image_id(self, ref: str) -> str:
         return self._get(ref).id
+
+    async def in_use(self) -> set[str]:
+        return set(self.used)
 
     async def read_folder(self, ref: str, path: str) -> bytes:
         self._get(ref)

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orsbox.errors import ImageNotFound
+
 BASE_IMAGE = "orsbox/base:latest"  # what sandboxes run in unless an environment says
 LOCAL_DEBIAN = "orsbox/debian:bookworm"  # made without a registry (make-local-base.sh)
 BUILD_TIMEOUT_S = 1800
@@ -99,6 +101,30 @@ class ImageStore(abc.ABC):
     @abc.abstractmethod
     async def read_folder(self, ref: str, path: str) -> bytes:
         """A tar of folder `path` in the image, read without running anything of it."""
+
+    async def size(self, ref: str) -> int:
+        """The bytes the image takes on disk (layers it shares with others included);
+        `ImageNotFound` when it is not there."""
+        found = [i for i in await self.list() if ref in i.tags or i.id == ref]
+        if not found:
+            raise ImageNotFound(f"image {ref!r} not found")
+        return found[0].size_bytes
+
+    async def in_use(self) -> set[str]:
+        """Ids (or refs) of the images that must stay: a sandbox (of any state) runs
+        from it, or another image is built on it (a snapshot). A store that cannot tell
+        answers with every image it holds, so nothing is evicted."""
+        return {i.id for i in await self.list()}
+
+
+def provide_hint(image: str) -> str:
+    """How an operator makes `image` available to a server that could not pull it."""
+    return (
+        f"Provide it: push it to a registry this server's engine pulls from, `docker pull "
+        f"{image}` where a registry answers, `docker load -i FILE.tar` from a saved copy, a "
+        f"`docker build -t {image} ...`, or map the name onto an image you have with "
+        f"`--image-map {image}=LOCAL` (or ORSBOX_IMAGE_MAP)"
+    )
 
 
 async def ensure_built(

@@ -33,6 +33,7 @@ from orsbox.monitoring.loop_lag import watch_loop_lag
 from orsbox.monitoring.metered_backend import MeteredBackend
 from orsbox.protocol.calls import CallRegistry
 from orsbox.sandbox import SandboxBackend, create_backend
+from orsbox.sandbox.image_cache import ImageCachingBackend
 from orsbox.sandbox.pool import WarmPool
 from orsbox.sandbox.setup_snapshots import SetupSnapshots
 from orsbox.server.access import OPEN_PATHS, TokenMiddleware
@@ -82,7 +83,8 @@ def create_app(
     observer = Observer.from_settings(settings)
     # Every sandbox the server starts, a session's or the sandbox API's, goes through
     # this one metered backend, so the start metrics count them all.
-    metered = MeteredBackend(sandbox_backend, observer.metrics) if sandbox_backend else None
+    cached = _with_image_cache(sandbox_backend, settings)
+    metered = MeteredBackend(cached, observer.metrics) if cached is not None else None
     manager = SessionManager(
         settings, _context_extras(sandbox_backend, settings), observer=observer, clock=clock
     )
@@ -137,7 +139,10 @@ def create_app(
     app.state.health = HealthProbe(sandbox_backend, clock)
     app.state.warm_pool = sandbox_backend if isinstance(sandbox_backend, WarmPool) else None
     app.state.observer = observer
+    app.state.image_cache = cached.cache if isinstance(cached, ImageCachingBackend) else None
     observer.metrics.watch(lambda: status.server_state(app))
+    if app.state.image_cache is not None:
+        observer.metrics.watch_images(lambda: app.state.image_cache.stats)
     install_error_handlers(app)
     for module in (catalog, sessions, calls, scoring, status, extensions):
         app.include_router(module.router)
@@ -188,6 +193,18 @@ def _default_backend(
         memory_budget=settings.warm_pool_memory_bytes,
         clock=clock,
     )
+
+
+def _with_image_cache(backend: SandboxBackend | None, settings: Settings) -> SandboxBackend | None:
+    """`backend` with its pulls shared and its pulled images within the disk budget
+    (`orsbox.sandbox.image_cache`); as it is when it keeps no images (a test double)."""
+    if backend is None:
+        return None
+    try:
+        backend.images  # noqa: B018  # raises for a backend that keeps none
+    except (SandboxError, AttributeError):
+        return backend
+    return ImageCachingBackend(backend, budget_bytes=settings.image_disk_budget)
 
 
 def _context_extras(backend: SandboxBackend | None, settings: Settings) -> dict[str, Any]:

@@ -92,9 +92,11 @@ def detached_stream(
     one started with `run` when there is no `task_id`, else the session's own call with
     that id, reconnected (an unknown id is one `error` event). `run` may be None only
     for a reconnect."""
-    if task_id is None:
+    if task_id is not None:
+        record = calls.find(task_id, session_id)
+        if record is None:
+            return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
+    else:
         assert run is not None, "a new call needs its work"
         record = calls.start(session_id, run)
-    elif (record := calls.find(task_id, session_id)) is None:
-        return EventStreamResponse([{"event": "error", "data": "unknown task_id"}], None, 0)
     return EventStreamResponse(record.first_events(), record.final_events, keepalive_s, clock)

@@ -50,7 +50,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # -- the read deadline
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's own, which narrows asyncio's BaseTransport
         super().connection_made(transport)
         self._arm()
 

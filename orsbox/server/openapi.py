@@ -70,20 +70,21 @@ def install_openapi(app: FastAPI, env_names: list[str], token_required: bool) ->
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = generate()
-            for path, item in schema["paths"].items():
-                for operation in item.values():
-                    _fix_operation(operation, env_names, token_required and path != "/health")
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            components.pop("HTTPValidationError", None)
-            components.pop("ValidationError", None)
-            components.setdefault("ErrorBody", ErrorBody.model_json_schema())
-            if token_required:
-                schema["components"]["securitySchemes"] = SECURITY_SCHEMES
-        return app.openapi_schema  # type: ignore[return-value]
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()  # kept as `app.openapi_schema`, so fixed once
+        for path, item in schema["paths"].items():
+            for operation in item.values():
+                _fix_operation(operation, env_names, token_required and path != "/health")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.pop("HTTPValidationError", None)
+        components.pop("ValidationError", None)
+        components.setdefault("ErrorBody", ErrorBody.model_json_schema())
+        if token_required:
+            schema["components"]["securitySchemes"] = SECURITY_SCHEMES
+        return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented hook for a custom schema
 
 
 def _fix_operation(operation: dict[str, Any], env_names: list[str], needs_token: bool) -> None:

@@ -20,7 +20,7 @@ from orsbox.authoring import Environment
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.errors import BadRequest, Forbidden, PolicyViolation
 from orsbox.sandbox.base import HostMount, SandboxBackend, SandboxLimits
-from orsbox.sandbox.capabilities import BackendCapabilities
+from orsbox.sandbox.capabilities import BackendCapabilities, NetworkMode
 from orsbox.settings import Settings
 
 # Host folders a read-only mount must neither be nor lie inside: they hold the host's
@@ -193,7 +193,7 @@ def check_sandbox_network(network: bool | str, settings: Settings) -> None:
 
 
 def check_backend_network(
-    network: bool | str, capabilities: BackendCapabilities, *, switching: bool = False
+    network: NetworkMode, capabilities: BackendCapabilities, *, switching: bool = False
 ) -> None:
     """400 for a network the backend cannot give (gVisor's sandboxes have none), or for
     switching a running sandbox's network where it cannot, asked of its `capabilities`
@@ -205,7 +205,7 @@ def check_backend_network(
             "this server's sandboxes cannot change their network while running "
             f"({capabilities.describe_network()})"
         )
-    if not capabilities.gives_network(network):  # type: ignore[arg-type]
+    if not capabilities.gives_network(network):
         raise BadRequest(
             f"this server's sandboxes cannot have {NETWORK_NAMES.get(network, network)} "
             f"({capabilities.describe_network()})"

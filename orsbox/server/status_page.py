@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 
 from orsbox.monitoring.episodes import hacking_findings
+from orsbox.sandbox.image_cache import ImageCacheStats
 
 REFRESH_S = 3
 
@@ -48,9 +49,31 @@ def csp(nonce: str | None) -> str:
     return f"default-src 'none'; style-src 'unsafe-inline'; script-src {script}; connect-src 'self'"
 
 
-def status(live: str, episodes: list[dict[str, Any]] | None, names: list[str]) -> str:
+def status(
+    live: str,
+    episodes: list[dict[str, Any]] | None,
+    names: list[str],
+    images: ImageCacheStats | None = None,
+) -> str:
     head = f'<h1>orsbox</h1><p class="muted">serving {escape(", ".join(names))}</p>'
-    return head + f'<div id="live">{live}</div>' + recent_episodes(episodes)
+    pulled = pulled_images(images) if images is not None else ""
+    return head + f'<div id="live">{live}</div>' + pulled + recent_episodes(episodes)
+
+
+def pulled_images(stats: ImageCacheStats) -> str:
+    """The images this server pulled: pulls, cache hits, the disk and its budget."""
+    budget = "unbounded" if stats.budget_bytes is None else _bytes(stats.budget_bytes)
+    facts = [
+        ("pulls", f"{stats.pulls} ({stats.pull_failures} failed)"),
+        ("pulled", _bytes(stats.bytes_pulled)),
+        ("cache hits / misses", f"{stats.hits} / {stats.misses}"),
+        ("images held", str(stats.images)),
+        ("disk used / budget", f"{_bytes(stats.disk_bytes)} / {budget}"),
+        ("evictions", str(stats.evictions)),
+        ("last evicted", ", ".join(stats.evicted[-5:]) or "-"),
+    ]
+    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
+    return f'<h2>Pulled images</h2><table id="images">{rows}</table>'
 
 
 def live_sessions(sessions: list[dict[str, Any]]) -> str:
@@ -199,13 +222,13 @@ def _cpu(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.2f} s"
 
 
-def _bytes(n: int | None) -> str:
+def _bytes(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     return f"{n:.2f} GiB"
 
 

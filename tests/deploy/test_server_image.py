@@ -87,7 +87,9 @@ def test_the_host_never_judges_a_containerised_servers_sandboxes(
     headers = {"X-API-Key": TOKEN, "X-Session-ID": open_terminal_session(url, TOKEN)}
     sandboxes = wait_until(lambda: sandboxes_of(docker_client, namespace), 30, 0.1, "a sandbox")
     labels = docker_client.api.inspect_container(sandboxes[0])["Config"]["Labels"]
-    assert labels[L.HOST] == socket.gethostname() and labels[L.PID_NAMESPACE] == namespace
+    assert labels[L.HOST] == socket.gethostname() and labels[L.PID_NAMESPACE] == L.namespace_value(
+        namespace
+    )
 
     # its pid, read in this namespace, is another process or none at all
     assert process_start_time(int(labels[L.PID])) != labels[L.PID_START]

@@ -8,6 +8,7 @@ import re
 import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -138,3 +139,30 @@ def test_doctor_names_podman_and_that_it_ignores_runtimes() -> None:
     done = orsbox("doctor", env=gvisor)
     assert done.returncode == 1
     assert "FAIL runtime runsc: configured, but ignored" in done.stdout, done.stdout
+
+
+def table_row(stdout: str, name: str) -> list[str]:
+    """The columns after `name` in doctor's table of host limits."""
+    line = next(line for line in stdout.splitlines() if line.strip().startswith(name + " "))
+    return line.strip()[len(name) :].split()
+
+
+def test_doctor_tables_the_host_limits_with_their_real_values(bundled_images: None) -> None:
+    """The table's values are this host's (read here from /proc, not known to the test
+    beforehand), its headroom their arithmetic, and a limit is named as the first."""
+    done = orsbox("doctor", env={**os.environ, "COLUMNS": "250"})
+    assert "host limits that live episodes use" in done.stdout, done.stdout
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    value, in_use, cost, more = table_row(done.stdout, "kernel.pid_max")
+    assert int(value) == pid_max and int(in_use) > 0 and float(cost) > 10
+    # the cost is printed to 4 digits: its floor may differ by one from the exact one
+    assert abs(int(more) - (pid_max - int(in_use)) // float(cost)) <= 1
+    dockerd = Path("/var/run/docker.pid").read_text().split()[0]
+    limits = Path(f"/proc/{dockerd}/limits").read_text().splitlines()
+    soft = next(line.split()[3] for line in limits if line.startswith("Max open files"))
+    value, in_use, cost, more = table_row(done.stdout, "dockerd open files")
+    assert value == soft and int(in_use) > 0
+    room = next(line for line in done.stdout.splitlines() if "room for 1000 more episodes" in line)
+    assert re.search(
+        r"(ok  |FAIL) room for 1000 more episodes: \S.* stops them first, at \d+", room
+    )

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 
 class SkeletonBackend(SandboxBackend):
+    capabilities: BackendCapabilities  # an attribute here, made from the config
+
     def __init__(self, config: SkeletonConfig, server_id: str | None = None) -> None:
         self.config = config
         self.server_id = server_id or "skeleton"

@@ -95,7 +95,7 @@ async def check_task(
             raise failed[0]
         error = f"{type(failed[0]).__name__}: {failed[0]}"
         return TaskCheck(name, None, None, time.monotonic() - started, error)
-    (solution, output), (untouched, _) = both
+    (solution, output), (untouched, _) = [e for e in both if not isinstance(e, BaseException)]
     return TaskCheck(name, solution, untouched, time.monotonic() - started, None, output)
 
 

@@ -24,6 +24,7 @@ from typing import Literal
 
 from orsbox.formats.harbor.task_config import NetworkMode, TaskConfig
 from orsbox.sandbox.capabilities import BackendCapabilities
+from orsbox.sandbox.capabilities import NetworkMode as SandboxNetwork
 
 PHASES = ("agent", "verifier")
 
@@ -100,7 +101,7 @@ def widest(networks: list[PhaseNetwork]) -> bool | Literal["allowlist"]:
 
 
 def unmet_by(
-    agent: bool | str, verifier: PhaseNetwork | None, capabilities: BackendCapabilities
+    agent: SandboxNetwork, verifier: PhaseNetwork | None, capabilities: BackendCapabilities
 ) -> str | None:
     """Why a backend with `capabilities` cannot run a task whose agent phase has the
     network `agent` and whose verifier phase, where it differs, `verifier`; None when
@@ -108,7 +109,7 @@ def unmet_by(
     if not capabilities.isolated:
         return None
     offered = capabilities.describe_network()
-    asked = [("the agent phase", agent)]
+    asked: list[tuple[str, SandboxNetwork]] = [("the agent phase", agent)]
     if verifier is not None:
         if not capabilities.switch_network:
             return (
@@ -117,6 +118,6 @@ def unmet_by(
             )
         asked.append(("the verifier phase", verifier.network))
     for phase, network in asked:
-        if not capabilities.gives_network(network):  # type: ignore[arg-type]
+        if not capabilities.gives_network(network):
             return f"{phase} asks for a network this server's sandboxes cannot have ({offered})"
     return None

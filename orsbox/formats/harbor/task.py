@@ -67,7 +67,7 @@ class HarborTask:
 
 def phase_set(task: HarborTask) -> list[PhaseNetwork]:
     """The networks `task`'s sandbox has over its episode."""
-    agent = PhaseNetwork(task.limits.network, task.limits.allowed_hosts)  # type: ignore[arg-type]
+    agent = PhaseNetwork(task.limits.network, task.limits.allowed_hosts)  # type: ignore[arg-type]  # limits made from the agent's PhaseNetwork (_limits): never "host"
     return [agent] if task.verifier_network is None else [agent, task.verifier_network]
 
 

@@ -26,7 +26,7 @@ def load(path: Path, options: FormatOptions) -> list[type[Environment]]:
     bad row stops `orsbox serve` at load with the file, the row and the problem."""
     from orsbox.formats.swebench import harness
     from orsbox.formats.swebench.environment import dataset_environment
-    from orsbox.formats.swebench.families import read_instance
+    from orsbox.formats.swebench.families import Instance, read_instance
     from orsbox.formats.swebench.rows import read_rows
 
     harness.require()
@@ -39,7 +39,8 @@ def load(path: Path, options: FormatOptions) -> list[type[Environment]]:
             raise ManifestError(f"{path}: no row has instance id {', '.join(sorted(missing))}")
     if not rows:
         raise ManifestError(f"{path}: the dataset has no rows")
-    instances, splits = [], {}
+    instances: list[Instance] = []
+    splits: dict[str, list[str]] = {}
     seen: set[str] = set()
     for row in rows:
         instance = read_instance(row, options)

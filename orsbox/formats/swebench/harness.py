@@ -42,7 +42,7 @@ def require() -> None:
 
 
 def parser_registry() -> dict[str, Any]:
-    return _module("swebench.harness.log_parsers").PARSER_REGISTRY  # type: ignore[no-any-return]
+    return _module("swebench.harness.log_parsers").PARSER_REGISTRY
 
 
 def parser_name(function: Any) -> str | None:
@@ -89,7 +89,7 @@ def shipped_v4_specs() -> dict[str, dict[str, dict[str, Any]]]:
     """swebench 4.1.0's spec tables as orsbox ships them (`specs_v4.json`, made by
     scripts/extract-swebench4-specs.py; its `origin` says where from): swebench 5 no
     longer has them, and the two cannot be installed together."""
-    return json.loads(SPECS_V4.read_text())["specs"]  # type: ignore[no-any-return]
+    return json.loads(SPECS_V4.read_text())["specs"]
 
 
 def v4_specs(repo: str, version: str) -> dict[str, Any] | None:
@@ -127,7 +127,7 @@ def grade_log(spec: Any, log: str) -> Report:
         path = Path(folder) / "test_output.txt"
         path.write_text(log, encoding="utf-8", errors="replace")
         status_map, parsed = grading.get_logs_eval(spec, str(path))
-    empty = {"success": [], "failure": []}
+    empty: dict[str, list[str]] = {"success": [], "failure": []}
     if not parsed:
         return Report(False, False, empty, empty)
     gold = {FAIL_TO_PASS: spec.FAIL_TO_PASS, PASS_TO_PASS: spec.PASS_TO_PASS}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from orsbox.errors import SandboxError, SetupFailed
 from orsbox.formats.options import FormatOptions
+from orsbox.sandbox.image_cache import ImagePullFailed
 
 if TYPE_CHECKING:
     from orsbox.formats.swebench.rows import Row
@@ -57,12 +58,7 @@ def _templated(row: Row, instance_id: str, options: FormatOptions) -> str | None
 
 
 def missing_image_error(image: str, why: str) -> SetupFailed:
-    return SetupFailed(
-        f"image {image} is not on this machine and could not be pulled ({why}). Provide "
-        f"it: `docker pull {image}` where a registry answers, `docker load -i FILE.tar` "
-        f"from a saved copy, a `docker build -t {image} ...`, or map the name onto an "
-        f"image you have with `--image-map {image}=LOCAL` (or ORSBOX_IMAGE_MAP)"
-    )
+    return SetupFailed(str(ImagePullFailed(image, why)))
 
 
 async def pull(backend: SandboxBackend, image: str) -> None:
@@ -79,6 +75,8 @@ async def pull(backend: SandboxBackend, image: str) -> None:
     log.info("pulling %s", image)
     try:
         await backend.pull_image(image, logged)
+    except ImagePullFailed as e:  # a server's shared pull: the same words for every waiter
+        raise SetupFailed(str(e)) from None
     except SandboxError as e:
         raise missing_image_error(image, _short(e)) from None
     log.info("pulled %s", image)

@@ -12,6 +12,7 @@ Every problem is a `ManifestError` naming the file, the row and the field.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ def _row(record: object, source: str, index: int, default: str, forced: str | No
     return Row(record, source, index, split)
 
 
-def _read_file(path: Path) -> list[object]:
+def _read_file(path: Path) -> Sequence[object]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".jsonl":
@@ -98,7 +99,7 @@ def _read_json(path: Path) -> list[object]:
     return data
 
 
-def _read_parquet(path: Path) -> list[object]:
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -152,9 +153,8 @@ def _json_file(path: Path) -> dict[str, Any]:
 
 
 def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(
-        type(value), type(value).__name__
-    )
+    names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
 
 
 # -- fields ------------------------------------------------------------------------------

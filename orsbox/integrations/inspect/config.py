@@ -168,9 +168,9 @@ def _network(path: Path, mode: object) -> bool | None:
     raise ConfigRefused(f"{path}: network_mode {mode!r} is not honoured (none or bridge)")
 
 
-def _dockerfile(path: Path, build: object) -> Path:
-    context = path.parent / (build if isinstance(build, str) else build.get("context", "."))  # type: ignore[union-attr]
-    name = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")  # type: ignore[union-attr]
+def _dockerfile(path: Path, build: str | dict[str, Any]) -> Path:
+    context = path.parent / (build if isinstance(build, str) else build.get("context", "."))
+    name = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
     return (context / name).resolve()
 
 

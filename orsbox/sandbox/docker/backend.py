@@ -24,6 +24,7 @@ owner labels (`labels.py`).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import functools
 import logging
 import os
@@ -43,10 +44,11 @@ from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
 from orsbox.sandbox.diagnosis import EngineCheck
 from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork
-from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
+from orsbox.sandbox.docker.config import DEFAULT_ENGINE, DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.diagnosis import engine_checks
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.engine_limits import engine_limits, episode_cost
 from orsbox.sandbox.docker.guarded import GuardedNetwork
 from orsbox.sandbox.docker.host_state import Swept, sweep_host_state
 from orsbox.sandbox.docker.image_store import DockerImages
@@ -69,6 +71,7 @@ from orsbox.sandbox.docker.stream import DockerDemux
 from orsbox.sandbox.guest.channel import ChannelClosed
 from orsbox.sandbox.guest.payload import guest_payload
 from orsbox.sandbox.guest.start import SubGuests, start_guest
+from orsbox.sandbox.host_limits import HostLimit, kernel_limits
 from orsbox.sandbox.host_state import HostStateSwept
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.images import BASE_IMAGE
@@ -113,7 +116,7 @@ class DockerBackend(SandboxBackend):
             start_concurrency or START_CONCURRENCY, fixed=start_concurrency is not None
         )
         self._disk = DiskPlanner(self.engine, L.sandbox_labels(self.server_id, "probe", {}))
-        self.snapshots = DockerSnapshots(self.engine, self.server_id)
+        self.snapshots: DockerSnapshots = DockerSnapshots(self.engine, self.server_id)
         self._images = DockerImages(self.engine)
         self.guarded = GuardedNetwork(self.engine, self.server_id, self.config.egress_allow)
         self.allowlist = AllowlistNetwork(
@@ -126,7 +129,7 @@ class DockerBackend(SandboxBackend):
         guest_payload()  # compiled now, not on the event loop at the first start
 
     @property
-    def capabilities(self) -> BackendCapabilities:  # type: ignore[override]
+    def capabilities(self) -> BackendCapabilities:
         """As configured, and as the engine is once it has answered (the first engine
         call of any kind: a server's start-up sweep). Under gVisor a sandbox has no
         network at all (`runtime_for`); on Podman none but the host's (`podman.py`).
@@ -261,6 +264,20 @@ class DockerBackend(SandboxBackend):
         description, has_base = await self.describe(), await self.images.has(BASE_IMAGE)
         checks = functools.partial(engine_checks, self.engine.client, description, has_base)
         return await anyio.to_thread.run_sync(checks, self.config.runtime)
+
+    async def host_limits(self) -> list[HostLimit]:
+        """The kernel's limits at a container sandbox's cost, then the engine's own
+        (its processes' open files, its cgroup's tasks, the guarded bridge's ports).
+        Podman's own costs were not measured: it has the kernel's only."""
+        podman = is_podman(await self._product())
+
+        def read() -> list[HostLimit]:
+            kernel = kernel_limits(episode_cost())
+            if podman:
+                return kernel
+            return [*kernel, *engine_limits(self.engine.address or DEFAULT_ENGINE)]
+
+        return await anyio.to_thread.run_sync(read)
 
     async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
         """Into the configured engine, under the image map's name (as `start` would
@@ -409,7 +426,7 @@ class DockerBackend(SandboxBackend):
     async def sweep_host_state(self, *, everything: bool = False) -> HostStateSwept:
         return (await sweep_host_state(self.engine, everything)).report()
 
-    async def network_checks(self, *, allowlists: bool) -> list[EngineCheck]:
+    async def network_checks(self, *, allowlists: bool) -> builtins.list[EngineCheck]:
         allow = self.config.egress_allow
         return await network_checks(
             self.guarded.bridge, allow, allowlists=allowlists, guarded=self._gives_networks

@@ -263,7 +263,7 @@ _COMMENT = re.compile(r'--comment "?(' + MARK + r' [^"]*)"?')
 
 def guard_rules() -> list[GuardRule]:
     """Every orsbox guard jump rule on this host, of any server."""
-    found = []
+    found: list[GuardRule] = []
     if shutil.which("iptables") is None:
         return found
     for tool in available_tools():

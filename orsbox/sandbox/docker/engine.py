@@ -14,6 +14,7 @@ start is re-raised as SandboxStartError by the backend).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import re
@@ -21,14 +22,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 import docker
 import docker.errors
+import requests
 import requests.exceptions
 from docker.constants import MINIMUM_DOCKER_API_VERSION
-from docker.models.containers import _create_container_args
+from docker.models.containers import _create_container_args  # type: ignore[attr-defined]  # private, not in the stubs
 
 from orsbox.errors import ImageNotFound, SandboxError, SandboxGone
 from orsbox.sandbox.usage import ResourceUsage, cgroup_usage, from_docker_stats
@@ -41,6 +43,21 @@ REMOVE_SLOW_S = 300.0  # ... and for one that outlasted a read timeout (a bomb's
 ARCHIVE_TIMEOUT_S = 300.0  # a whole archive read (each read within it: DOCKER_TIMEOUT_S)
 
 T = TypeVar("T")
+
+
+class RequestHelpers(Protocol):
+    """The SDK's private request helpers (`docker.api.client.APIClient`), which keep its
+    timeout and error mapping on a request it has no method for; its stubs leave them
+    out."""
+
+    def _url(self, pathfmt: str, *args: str, versioned_api: bool = True) -> str: ...
+    def _get(self, url: str, **kwargs: Any) -> requests.Response: ...
+    def _result(self, response: requests.Response, json: bool = False) -> Any: ...
+    def _raise_for_status(self, response: requests.Response) -> None: ...
+
+
+def request_helpers(api: docker.APIClient) -> RequestHelpers:
+    return cast(RequestHelpers, api)
 
 
 @contextlib.contextmanager
@@ -65,14 +82,15 @@ def read_archive(
     whole. (The SDK's `get_archive` turns the socket timeout off before the body, so an
     engine that hangs mid-answer would hold the thread forever.) With `max_bytes`,
     reading stops once more than that has arrived. Raises docker's NotFound."""
-    response = api._get(  # the SDK's own request helpers: its timeout stays on
-        api._url("/containers/{0}/archive", container_id),
+    helpers = request_helpers(api)  # the SDK's own: its timeout stays on
+    response = helpers._get(
+        helpers._url("/containers/{0}/archive", container_id),
         params={"path": path},
         stream=True,
         headers={"Accept-Encoding": "identity"},
     )
     with contextlib.closing(response):
-        api._raise_for_status(response)
+        helpers._raise_for_status(response)
         deadline = time.monotonic() + ARCHIVE_TIMEOUT_S
         data = bytearray()
         for chunk in response.iter_content(65536, decode_unicode=False):
@@ -188,7 +206,7 @@ class Engine:
             # an engine round trip per start whose answer we never use.
             api = self.client.api
             return api.create_container(
-                **_create_container_args({**options, "version": api._version})
+                **_create_container_args({**options, "version": api.api_version})
             )["Id"]
 
         return await self.run(f"create container for {options.get('image')}", create)
@@ -224,7 +242,7 @@ class Engine:
         `SizeRw`, which the engine computes by walking the layer (~15-30 ms here)."""
 
         def size() -> int:
-            api = self.client.api
+            api = request_helpers(self.client.api)
             url = api._url("/containers/{0}/json", container_id)
             found = api._result(api._get(url, params={"size": 1}), True)
             return int(found.get("SizeRw") or 0)
@@ -325,11 +343,13 @@ class Engine:
             raise
         return sock
 
-    async def attach_exec(self, container_id: str, argv: list[str], user: str) -> socket.socket:
+    async def attach_exec(
+        self, container_id: str, argv: builtins.list[str], user: str
+    ) -> socket.socket:
         """Start `argv` as an attached exec (stdin open, no tty); return its raw socket."""
         return await self.run("start the sandbox guest", self._attach, container_id, argv, user)
 
-    def _attach(self, container_id: str, argv: list[str], user: str) -> socket.socket:
+    def _attach(self, container_id: str, argv: builtins.list[str], user: str) -> socket.socket:
         api = self.client.api
         exec_id = api.exec_create(container_id, argv, stdin=True, tty=False, user=user)["Id"]
         return own_socket(api.exec_start(exec_id, socket=True, tty=False))
@@ -352,7 +372,9 @@ class Engine:
         )
         return (await self.run("commit container", fn))["Id"]
 
-    async def images(self, labels: list[str] | None = None) -> list[dict[str, Any]]:
+    async def images(
+        self, labels: builtins.list[str] | None = None
+    ) -> builtins.list[dict[str, Any]]:
         """Images carrying every label in `labels` (all images, intermediate ones too,
         when None)."""
         api = self.client.api
@@ -404,8 +426,8 @@ class Engine:
 def ping_headers(client: docker.DockerClient) -> Mapping[str, str]:
     """The headers of the engine's `/_ping` answer: its API version, and what it is. A
     few milliseconds, where Podman takes ~1.5 s to answer `/version`."""
-    api = client.api
-    return api._get(api._url("/_ping", versioned_api=False)).headers  # type: ignore[no-any-return]
+    api = request_helpers(client.api)
+    return api._get(api._url("/_ping", versioned_api=False)).headers
 
 
 def answering_product(client: docker.DockerClient) -> str:

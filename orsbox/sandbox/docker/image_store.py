@@ -69,6 +69,22 @@ class DockerImages(ImageStore):
     async def image_id(self, ref: str) -> str:
         return str((await self.engine.inspect_image(ref))["Id"])
 
+    async def size(self, ref: str) -> int:
+        return int((await self.engine.inspect_image(ref)).get("Size") or 0)
+
+    async def in_use(self) -> set[str]:
+        """The images any container (running or not, whoever made it) was created from,
+        and every image another one was made from (`docker commit` records its parent:
+        a setup snapshot's or a fork's image)."""
+
+        def read() -> set[str]:
+            api = self.engine.client.api
+            used = {str(c.get("ImageID") or "") for c in api.containers(all=True)}
+            used.update(str(i.get("ParentId") or "") for i in api.images(all=True))
+            return used - {""}
+
+        return await self.engine.run("list the images in use", read)
+
     async def read_folder(self, ref: str, path: str) -> bytes:
         return await self.engine.run(
             f"read {path} from image {ref}",

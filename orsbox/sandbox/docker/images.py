@@ -111,7 +111,7 @@ def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog)
                 forcerm=True,
                 decode=True,
                 # the SDK passes no timeout: a hung engine would hang us
-                timeout=min(BUILD_QUIET_S, recipe.timeout_s),
+                timeout=min(BUILD_QUIET_S, recipe.timeout_s),  # type: ignore[arg-type]  # the stubs say int; requests takes seconds as a float
             )
             for chunk in stream:
                 if time.monotonic() - started > recipe.timeout_s:

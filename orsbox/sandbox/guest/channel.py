@@ -189,8 +189,7 @@ class GuestChannel(asyncio.Protocol):
     # -- asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # duck-typed: uvloop's transports are not asyncio.Transport subclasses
-        self._transport = transport  # type: ignore[assignment]
+        self._transport = transport  # type: ignore[assignment]  # duck-typed: uvloop's stream transports are not asyncio.Transport subclasses
 
     def data_received(self, data: bytes) -> None:
         frames, errors = self._reader.feed(data)

@@ -8,8 +8,9 @@ Layout: two 10-digit lengths, then the package compiled by the host's python (it
 4-byte magic number, then a marshal of `(entry, ((module, is_package, code), ...))`),
 then its source (a marshal of the same with source text for code). Modules come in
 the order they import each other, so the loader runs each after what it imports. The
-code is compiled without docstrings (`optimize=2`; the guest has no `assert`): a fifth
-fewer bytes to send and unmarshal. A
+code is compiled without docstrings (`optimize=2`: a fifth fewer bytes to send and
+unmarshal; the asserts it also drops only tell the type checker that the shell is
+there, and without them a missing one fails on None all the same). A
 sandbox whose python has the host's magic number runs the compiled code and skips
 compiling ~1,400 lines, a good part of a cold start; any other python (3.7 or later)
 compiles the source. The magic number changes with every change of the bytecode

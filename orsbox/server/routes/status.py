@@ -65,7 +65,10 @@ def _warm_pool(backend: Any) -> WarmPool | None:
 async def status(request: Request) -> HTMLResponse:
     live = status_page.live_sessions(await _live_sessions(request))
     episodes = await _read(request, lambda conn: E.recent(conn, RECENT))
-    body = status_page.status(live, episodes, request.app.state.catalog.names)
+    cache = request.app.state.image_cache
+    body = status_page.status(
+        live, episodes, request.app.state.catalog.names, cache.stats if cache else None
+    )
     return _html("orsbox status", body, script=True)
 
 

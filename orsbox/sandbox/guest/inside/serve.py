@@ -28,7 +28,7 @@ class Guest:
         self.frames = FrameBuffer()
         self.execs = {}
         self.shell = Shell(self)
-        self.shell_queue = collections.deque()
+        self.shell_queue = collections.deque()  # type: collections.deque[tuple[int, bytes, float, int]]
         self.oom_supported = memory.oom_count() is not None
         os.set_blocking(0, False)
         self.sel.register(0, selectors.EVENT_READ, self.on_stdin)
@@ -161,7 +161,7 @@ class Guest:
             count = shell.kill(call)
             if call is not None:
                 shell.finish(None, "[orsbox: every process was killed while this command ran]")
-        killed = set()
+        killed = set()  # type: set[tuple[int, int]]
         kill_sweep(victims, killed)
         wait_dead(killed)
         return count + len(killed), [c for c in running if c is not None]

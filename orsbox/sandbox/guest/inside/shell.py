@@ -79,6 +79,7 @@ class ShellCall:
         self.killed = set()  # (pid, start tick) of each process a timeout sweep killed
         self.notes = notes
         self.replied = False  # answered before its sweep was done (`Shell.hold_and_reply`)
+        self.earlier_jobs = set()  # type: set[int]  # the shell's children when it began
 
 
 class Shell:
@@ -94,8 +95,8 @@ class Shell:
 
     def __init__(self, guest):
         self.guest = guest
-        self.proc = None
-        self.call = None
+        self.proc = None  # type: subprocess.Popen[bytes] | None
+        self.call = None  # type: ShellCall | None
         self.out_open = False
         self.between = Capture(65536)
 
@@ -106,7 +107,10 @@ class Shell:
         self.sentinel = b"\0" + self.token.encode() + b":"
         out_r, out_w = os.pipe()
         self.script = command_script()
-        cmd_r, self.cmd_w = (self.script, self.script) if self.script is not None else os.pipe()
+        if self.script is not None:
+            cmd_r = self.cmd_w = self.script
+        else:
+            cmd_r, self.cmd_w = os.pipe()
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"],
             stdin=subprocess.PIPE,
@@ -138,14 +142,14 @@ class Shell:
         # trap would then restart the bomb at the next HUP, after the sweep.
         printer += "; trap ' ' HUP"
         if self.script is not None:
-            os.write(self.proc.stdin.fileno(), (printer + "\n").encode())
+            os.write(self.stdin_pipe().fileno(), (printer + "\n").encode())
             self.line = f". /dev/fd/{cmd_r};__orsbox_p $?\n".encode()
             self.eval = f'eval "$__orsbox_c" </dev/null {cmd_r}<&-\n'.encode()
         else:  # no memfd (python < 3.8): the command through a pipe, read to its NUL
             reader = f"__orsbox_r() {{ IFS= read -r -d '' __orsbox_c <&{cmd_r}; }}"
-            os.write(self.proc.stdin.fileno(), f"{reader}; {printer}\n".encode())
-            self.line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'
-            self.line = self.line.encode()
+            os.write(self.stdin_pipe().fileno(), f"{reader}; {printer}\n".encode())
+            line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'
+            self.line = line.encode()
         self.children = open_children_file(self.proc.pid)
 
     def forget(self):
@@ -155,8 +159,20 @@ class Shell:
         if self.children is not None:
             os.close(self.children)
         with contextlib.suppress(OSError):
-            self.proc.stdin.close()
+            self.stdin_pipe().close()
         self.proc = None
+
+    def running(self):
+        # type: () -> subprocess.Popen[bytes]
+        """The shell's process, there from `start` to `forget`."""
+        assert self.proc is not None, "no shell"
+        return self.proc
+
+    def stdin_pipe(self):
+        """bash's stdin (a pipe: `start`)."""
+        stdin = self.running().stdin
+        assert stdin is not None, "bash's stdin is a pipe"
+        return stdin
 
     def close_output(self):
         if self.out_open:
@@ -170,9 +186,10 @@ class Shell:
         its parent is gone, a descendant): `escaped_from_shell` finds those by the mark
         in their environment and, given the running `call`, `timeout_victims` by when
         they started."""
-        pid = self.proc.pid
+        proc = self.running()
+        pid = proc.pid
         hold = None  # its group stopped before each pass, as in `sweep` (all of it dies)
-        if self.proc.returncode is None:  # a reaped pid could be someone else's
+        if proc.returncode is None:  # a reaped pid could be someone else's
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)  # first: a dead shell starts nothing more
             hold = self.hold_group  # (the shell stays unreaped until the sweeps are done)
@@ -184,9 +201,9 @@ class Shell:
             out += escaped_from_shell(table)
             return out + self.timeout_victims(table, call) if call is not None else out
 
-        killed = set()
+        killed = set()  # type: set[tuple[int, int]]
         kill_sweep(victims, killed, hold)
-        self.proc.wait()
+        proc.wait()
         self.forget()
         wait_dead(killed)  # whoever asked for the kill must not still see them
         return len(killed) + 1
@@ -220,15 +237,16 @@ class Shell:
                 os.lseek(self.script, 0, os.SEEK_SET)
                 os.ftruncate(self.script, 0)
                 write_all(self.script, b"__orsbox_c=" + quoted + b"\n" + self.eval)
-                os.write(self.proc.stdin.fileno(), self.line)
+                os.write(self.stdin_pipe().fileno(), self.line)
             else:
-                os.write(self.proc.stdin.fileno(), self.line)
+                os.write(self.stdin_pipe().fileno(), self.line)
                 os.write(self.cmd_w, command + b"\0")
         except OSError:
             pass  # the shell died: `tick` notices and reports it
 
     def finish(self, code, note=None):
         call, self.call = self.call, None
+        assert call is not None, "no call to finish"
         if call.timed_out:
             wait_dead(call.killed)
         if call.replied:
@@ -327,7 +345,7 @@ class Shell:
         call = self.call
         if call is None:
             return
-        if self.proc.poll() is not None:
+        if self.running().poll() is not None:
             self.on_shell_exit()
         elif not call.timed_out:
             if time.time() >= call.deadline:
@@ -352,7 +370,7 @@ class Shell:
         self.drain()
         if self.call is None:  # the sentinel made it out first
             return
-        code = exit_code_of(self.proc.returncode)
+        code = exit_code_of(self.running().returncode)
         if self.call.timed_out:
             self.sweep(self.call)
         self.forget()
@@ -376,8 +394,9 @@ class Shell:
         The shell is known to be stopped before the first pass: SIGSTOP takes effect
         only on its way back to user space, so a fork it is in the middle of completes
         and the child would appear after passes that had already looked."""
-        shell = self.proc.pid
-        held = hold and self.proc.returncode is None  # a reaped pid could be another's
+        proc = self.running()
+        shell = proc.pid
+        held = hold and proc.returncode is None  # a reaped pid could be another's
         if held:
             self.hold_and_reply(call)
             wait_stopped(shell)
@@ -396,13 +415,13 @@ class Shell:
         """SIGSTOP the shell's process group (the shell, what it runs, its earlier
         background jobs; `sweep` continues them all after)."""
         with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGSTOP)
+            os.killpg(self.running().pid, signal.SIGSTOP)
 
     def timeout_victims(self, table, call):
         """What the command started: descendants of the shell, and orphans (parent 1)
         that began after it, except what a one-off exec or a `docker exec` owns, and the
         background jobs of earlier calls (with what they started)."""
-        me, shell = os.getpid(), self.proc.pid
+        me, shell = os.getpid(), self.running().pid
         protected = self.guest.exec_pids() | call.earlier_jobs
         since = call.start_tick
         out = []

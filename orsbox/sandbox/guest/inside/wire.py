@@ -4,7 +4,7 @@ writes of non-blocking descriptors the loop is built on."""
 import errno
 import json
 import os
-import selectors
+import select
 import struct
 import sys
 
@@ -34,7 +34,7 @@ def write_all(fd, data):
         try:
             view = view[os.write(fd, view) :]
         except BlockingIOError:
-            selectors.select.select([], [fd], [])
+            select.select([], [fd], [])
 
 
 def send_frame(fd, header, payload=b""):
