@@ -161,10 +161,9 @@ async def test_a_reaped_session_is_counted_and_recorded_as_reaped(tmp_path: Path
         assert rows.fetchall() == [("reaped",)]
 
 
-async def test_a_running_call_keeps_its_session_alive(
-    app: FastAPI, client: httpx.AsyncClient
-) -> None:
-    sid = await create(client, "busy")
+async def start_waiting_call(client: httpx.AsyncClient, sid: str) -> asyncio.Task[httpx.Response]:
+    """Session `sid`'s prompt read, then its `wait` call posted and seen running
+    inside the tool (it holds until `Gated.call_gate` is set)."""
     assert await prompt(client, sid) == 200
     body = {"name": "wait", "input": {}}
     running = asyncio.create_task(
@@ -172,6 +171,14 @@ async def test_a_running_call_keeps_its_session_alive(
     )
     assert Gated.in_call is not None and Gated.call_gate is not None
     await Gated.in_call.wait()
+    return running
+
+
+async def test_a_running_call_keeps_its_session_alive(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    sid = await create(client, "busy")
+    running = await start_waiting_call(client, sid)
     await advance(app, TIMEOUT_S * 2)  # the call outlasts the timeout twice over
     assert Gated.torn_down == [] and [s.sid for s in sessions(app).live()] == [sid]
     Gated.call_gate.set()
@@ -223,13 +230,7 @@ async def test_a_running_call_streams_a_keepalive_every_interval(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
     sid = await create(client, "busy")
-    assert await prompt(client, sid) == 200
-    body = {"name": "wait", "input": {}}
-    running = asyncio.create_task(
-        client.post("/gated/call", headers={"X-Session-ID": sid}, json=body)
-    )
-    assert Gated.in_call is not None and Gated.call_gate is not None
-    await Gated.in_call.wait()
+    running = await start_waiting_call(client, sid)
     await sessions(app).clock.sleepers(2)  # the reaper, and the stream waiting for the end
     for _ in range(2):
         await advance(app, KEEPALIVE_S)  # returns once the stream waits again
