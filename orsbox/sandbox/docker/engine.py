@@ -291,7 +291,22 @@ class Engine:
         await self.run(f"switch the network of container to {network}", switch)
 
     async def kill(self, container_id: str) -> None:
-        await self.run("kill container", self.client.api.kill, container_id)
+        """SIGKILL the container; one gone by the time the engine answers counts as
+        killed."""
+        await self.run("kill container", self._kill, container_id)
+
+    def _kill(self, container_id: str) -> None:
+        api = self.client.api
+        try:
+            api.kill(container_id)
+        except docker.errors.APIError:
+            # Podman answers 500 "no such container" when the kill ended an auto-remove
+            # container before the answer was written.
+            try:
+                api.inspect_container(container_id)
+            except docker.errors.NotFound:
+                return
+            raise
 
     async def remove(self, container_id: str) -> None:
         """Force-remove; a container already gone or being removed counts as removed.
