@@ -80,6 +80,7 @@ from orsbox.sandbox.usage import ResourceUsage
 log = logging.getLogger("orsbox.sandbox.docker")
 
 GUEST_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
+ROOT_MODE_ATTEMPTS = 3  # `_give_root_dockers_mode` on a broken pipe
 START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
 
@@ -331,7 +332,15 @@ class DockerBackend(SandboxBackend):
         read-only root is left as it is: nothing is written there on any engine."""
         if options.get("read_only") or not is_podman(await self._product()):
             return
-        await self.engine.put_archive(container_id, "/", root_folder_archive())
+        for attempt in range(ROOT_MODE_ATTEMPTS):
+            try:
+                await self.engine.put_archive(container_id, "/", root_folder_archive())
+                return
+            except SandboxError as e:
+                # Podman's copier may close its pipe before the whole body is written
+                # (seen under load: "write |1: broken pipe"); setting a mode is idempotent.
+                if "broken pipe" not in str(e) or attempt == ROOT_MODE_ATTEMPTS - 1:
+                    raise
 
     async def _product(self) -> str:
         """`Docker 28.2.2` or `Podman 4.3.1`, asked once."""
