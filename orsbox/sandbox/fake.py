@@ -7,7 +7,7 @@ start. Every process a sandbox starts carries a marker in its environment
 (`ORSBOX_FAKE_SANDBOX=<id>`, plus one for the shell or for each exec); killing "what the
 sandbox started" means killing what carries its marker, which survives `setsid` and
 double forks. File verbs act on host paths as given (absolute paths are the host's), with
-the guest's own functions and messages (`orsbox.sandbox.guest.script`).
+the guest's own functions and messages (`orsbox.sandbox.guest.inside`).
 
 Differences from a container, named in tests/runtimes.py (`FAKE_DIFFERENCES`): no
 limits (memory, pids, cpus, disk, network are not enforced), no other users
@@ -45,7 +45,8 @@ from orsbox.sandbox.base import (
 )
 from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.sandbox.fake_images import FakeImages
-from orsbox.sandbox.guest import script as guest_code
+from orsbox.sandbox.guest.inside import files as guest_files
+from orsbox.sandbox.guest.inside.capture import Capture
 
 MARKER = "ORSBOX_FAKE_SANDBOX"
 SHELL_MARKER = "ORSBOX_FAKE_SHELL"
@@ -86,7 +87,7 @@ def kill_marked(name: str, value: str) -> int:
 
 
 async def read_capped(
-    stream: asyncio.StreamReader, capture: guest_code.Capture, sentinel: bytes | None
+    stream: asyncio.StreamReader, capture: Capture, sentinel: bytes | None
 ) -> int | None:
     """Read into `capture` until EOF, or until `sentinel` + status + newline arrives
     (then return the status). The sentinel may arrive cut over two reads."""
@@ -190,7 +191,7 @@ class FakeSandbox(Sandbox):
             script.write_text(command + "\n")
             sentinel = f"\x01{token}:".encode()  # printf's format cannot hold a NUL
             shell.stdin.write(f". {script}\nprintf '\\001{token}:%d\\n' $?\n".encode())
-            capture = guest_code.Capture(output_cap_bytes)
+            capture = Capture(output_cap_bytes)
             started = time.monotonic()
             try:
                 with anyio.fail_after(timeout_s):
@@ -219,7 +220,7 @@ class FakeSandbox(Sandbox):
 
     @staticmethod
     def _result(
-        capture: guest_code.Capture, code: int | None, started: float, *, timed_out: bool = False
+        capture: Capture, code: int | None, started: float, *, timed_out: bool = False
     ) -> ExecResult:
         data, truncated = capture.result()
         return ExecResult(
@@ -273,7 +274,7 @@ class FakeSandbox(Sandbox):
         except FileNotFoundError:
             return ExecResult(output=f"{argv[0]}: command not found\n", exit_code=127)
         assert process.stdin is not None and process.stdout is not None
-        capture = guest_code.Capture(output_cap_bytes)
+        capture = Capture(output_cap_bytes)
         reader = asyncio.ensure_future(read_capped(process.stdout, capture, None))
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             process.stdin.write(stdin or b"")
@@ -297,11 +298,11 @@ class FakeSandbox(Sandbox):
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         self._check()
-        return await anyio.to_thread.run_sync(self._file_op, guest_code.read_file, path, max_bytes)
+        return await anyio.to_thread.run_sync(self._file_op, guest_files.read_file, path, max_bytes)
 
     async def write_file(self, path: str, data: bytes, *, mode: int | None = 0o644) -> None:
         self._check()
-        await anyio.to_thread.run_sync(self._file_op, guest_code.write_file, path, data, mode)
+        await anyio.to_thread.run_sync(self._file_op, guest_files.write_file, path, data, mode)
 
     async def copy_in(self, local_dir: Path, sandbox_dir: str) -> None:
         self._check()
@@ -315,7 +316,7 @@ class FakeSandbox(Sandbox):
     def _file_op(fn: Callable[..., Any], *args: object) -> Any:
         try:
             return fn(*args)
-        except guest_code.FileError as e:
+        except guest_files.FileError as e:
             raise SandboxFileError(str(e)) from None
 
     # -- the end

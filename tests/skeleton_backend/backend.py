@@ -34,6 +34,9 @@ class SkeletonBackend(SandboxBackend):
         return self._images
 
     async def start(self, spec: SandboxSpec) -> SkeletonSandbox:
+        # The guest's part is neutral: attach to the pod (`kubectl attach -i`), then
+        # `orsbox.sandbox.guest.start.start_guest(sock, name)`, and for exec(user=...)
+        # `SubGuests(channel, name, start_as)` with `start_as` a `kubectl exec -i`.
         raise NotImplementedError("create a pod, wait until it runs, open its guest")
 
     async def list(self, *, all_servers: bool = False) -> list[SandboxInfo]:

@@ -1,8 +1,10 @@
 """`DockerBackend`: starts sandbox containers, lists them, sweeps the ones of dead servers.
 
 Start is: create (a missing image answers there, so there is no separate look-up), attach
-and start in one go (the guest is the container's own command, see `orsbox.sandbox.guest.loader`), send
-the guest, say hello: three engine round trips and no `docker exec`. A
+and start in one go (the guest is the container's own command, see
+`orsbox.sandbox.guest.loader`), send the guest's payload, say hello
+(`orsbox.sandbox.guest.start`): three engine round trips and no `docker exec`. A
+sub-guest for `exec(user=...)` is one `docker exec` of the same loader. A
 start that fails or is cancelled half-way removes its container before raising, so
 nothing is left behind. A sandbox with `disk_bytes` also gets bounded folders, planned
 before the create and filled with the image's content after the hello (`disk.py`).
@@ -66,9 +68,9 @@ from orsbox.sandbox.docker.podman import (
 from orsbox.sandbox.docker.sandbox import DockerSandbox
 from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
-from orsbox.sandbox.guest.channel import ChannelClosed, GuestChannel
-from orsbox.sandbox.guest.loader import guest_argv, guest_payload
-from orsbox.sandbox.guest.sandbox import check
+from orsbox.sandbox.guest.channel import ChannelClosed
+from orsbox.sandbox.guest.payload import guest_payload
+from orsbox.sandbox.guest.start import SubGuests, start_guest
 from orsbox.sandbox.host_limits import HostLimit, kernel_limits
 from orsbox.sandbox.host_state import HostStateSwept
 from orsbox.sandbox.image_map import ImageMap
@@ -79,7 +81,6 @@ from orsbox.sandbox.usage import ResourceUsage
 
 log = logging.getLogger("orsbox.sandbox.docker")
 
-GUEST_HELLO_TIMEOUT_S = 30.0  # python start in a container under a start burst
 ROOT_MODE_ATTEMPTS = 3  # `_give_root_dockers_mode` on a broken pipe
 START_CONCURRENCY = 16  # where the measured limit begins (`start_limit.py`, BENCHMARKS.md)
 HEALTH_FRESH_S = 2.0
@@ -366,14 +367,15 @@ class DockerBackend(SandboxBackend):
                 sandbox.channel_lost()
 
         sock = await self.engine.start_attached(container_id)
-        channel = await self._greet(sock, name, lost, shell=True, memory=memory)
+        channel = await start_guest(sock, name, on_lost=lost, demux=DockerDemux(), memory=memory)
+        start_as = functools.partial(self.engine.attach_exec, container_id)
         sandbox = DockerSandbox(
             engine=self.engine,
             container_id=container_id,
             layer_bound_bytes=layer_bound_bytes,
             name=name,
             channel=channel,
-            open_guest=functools.partial(self._open_sub_guest, container_id, name),
+            open_guest=SubGuests(channel, name, start_as, DockerDemux).open,
             guarded=self.guarded,
             allowlist=self.allowlist,
             network_refused=self._network_refused(),
@@ -382,44 +384,6 @@ class DockerBackend(SandboxBackend):
         self._sandboxes[container_id] = sandbox
         log.info("sandbox %s started (%s)", name, container_id[:12])
         return sandbox
-
-    async def _greet(
-        self,
-        sock: socket.socket,
-        name: str,
-        on_lost: Callable[[], None] | None,
-        *,
-        shell: bool,
-        memory: dict[str, int | None] | None = None,
-    ) -> GuestChannel:
-        """Send the guest to its loader and wait for its hello. With `shell`, the guest
-        starts its persistent shell just after (a sub-guest runs one exec, no shell).
-        `memory`: the guest's memory bounds (`options.guest_memory_bounds`): the
-        RLIMIT_AS it gives each command, the memory in use past which it kills."""
-        try:
-            channel = await GuestChannel.connect(sock, name, on_lost, DockerDemux())
-        except BaseException:
-            sock.close()
-            raise
-        hello = {"op": "hello", "shell": shell, **(memory or {})}
-        try:
-            await channel.send_raw(guest_payload())
-            header, _ = await channel.request(hello, timeout_s=GUEST_HELLO_TIMEOUT_S)
-            check(header)
-        except TimeoutError:
-            channel.close()
-            raise SandboxStartError(f"the sandbox guest in {name} did not answer") from None
-        except BaseException:
-            channel.close()
-            raise
-        return channel
-
-    async def _open_sub_guest(self, container_id: str, name: str, user: str) -> GuestChannel:
-        try:
-            sock = await self.engine.attach_exec(container_id, guest_argv(sub=True), user)
-            return await self._greet(sock, f"{name}[{user}]", None, shell=False)
-        except ChannelClosed:
-            raise SandboxError(f"could not run a command as user {user!r} in {name}") from None
 
     async def _remove_quietly(self, container_id: str) -> None:
         try:

@@ -1,10 +1,10 @@
 """The host side of the guest protocol: one asyncio connection per sandbox.
 
-The guest (`script.py`) runs inside the sandbox with its stdin and stdout on a socket
+The guest (`inside/`) runs inside the sandbox with its stdin and stdout on a socket
 the backend hands over (Docker: the raw socket of an attach). We give that socket to
 the event loop as a plain `asyncio.Protocol`, so an idle sandbox costs a socket and a
 few objects, not a thread, and a request costs no backend API call. stdout carries the
-guest's frames (see `script.py` for the format); a backend whose transport also
+guest's frames (see `inside/__init__.py` for the format); a backend whose transport also
 carries stderr (Docker multiplexes both on one socket) passes a `Demux` that splits
 them, and stderr, the guest's diagnostics, is logged. A plain byte stream needs none.
 
@@ -164,7 +164,7 @@ class GuestChannel(asyncio.Protocol):
                 timer.cancel()
 
     async def send_raw(self, data: bytes) -> None:
-        """Bytes outside the framing (the guest's source, before the guest runs)."""
+        """Bytes outside the framing (the guest's payload, before the guest runs)."""
         await self._send(data)
 
     async def _send(self, frame: bytes) -> None:

@@ -1,16 +1,22 @@
-"""How the guest gets into a sandbox: a short loader as `python3 -c`, the guest on stdin.
+"""How the guest gets into a sandbox: a short loader as `python3 -c`, the guest's payload
+(`payload.py`) on stdin, or for a sub-guest the copy the main guest keeps.
 
 The image needs no file of ours, and `ps` in the sandbox shows a short command line
-rather than 30 KB of guest source. The main guest is the container's own command (under
-`init`), so a sandbox costs no `docker exec` to start; a sub-guest (`exec(user=...)`) is
-the same loader started by `docker exec`.
+rather than the guest's source. The main guest is the sandbox's own command (under
+`init`), so a sandbox costs no extra process start (Docker: no `docker exec`); it reads
+the payload from stdin, before any guest frame. A sub-guest (`exec(user=...)`) is the
+same loader started as that user (Docker: `docker exec`). Given `--kept PATH DIGEST` it
+reads the main guest's copy at PATH (`inside/keep.py`) and runs it only if its SHA-256
+is DIGEST: the copy is where the sandbox's user can write, the sub-guest may be root
+(SHA-256 from the interpreter's built-in module, `_sha256` or `_sha2`: `hashlib` and
+OpenSSL cost 3-12 ms to import in a container, the built-in 0.05 ms). A
+copy missing or changed ends the loader with a message on stderr, and the host starts
+the sub-guest again with the payload sent (`start.SubGuests`).
 
-What the host sends first, before any guest frame: two 10-digit lengths, then the guest
-compiled by the host's python (marshal, behind its 4-byte magic number), then the guest's
-source. A container whose python has the same magic number runs the compiled code and
-skips compiling 1000 lines, a good part of a cold start; any other python compiles the
-source. The magic number changes with every change of the bytecode format, so equal
-magic means the code object loads as compiled.
+The loader runs the package's modules in the payload's order, each as a module of the
+package `orsbox_guest` (so their relative imports find each other in `sys.modules`),
+then calls the entry's `main(argv, payload)`. Python 3.7 and later: no syntax newer
+than that here or in the package.
 
 `-I` ignores the image's `PYTHON*` variables (a `PYTHONPATH` must not shadow a module
 the guest imports); `-S` skips `site`, which the guest, using only the standard
@@ -19,14 +25,12 @@ library, does not need and which costs a few milliseconds per start.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import marshal
-from pathlib import Path
+from dataclasses import dataclass
 
-GUEST_NAME = "orsbox-guest"  # the code's file name in tracebacks; `ps` shows it too
+from orsbox.sandbox.guest.payload import GUEST_NAME
 
-LOADER = f"""import os
+LOADER = f"""import os, sys, marshal
+a = sys.argv
 def r(n):
     b = b''
     while len(b) < n:
@@ -35,28 +39,62 @@ def r(n):
             raise SystemExit(1)
         b += c
     return b
-n, m = int(r(10)), int(r(10))
-c, s = r(n), r(m)
+if '--kept' in a:
+    try:
+        from _sha256 import sha256
+    except ImportError:
+        try:
+            from _sha2 import sha256
+        except ImportError:
+            from hashlib import sha256
+    p, h = a[a.index('--kept') + 1:][:2]
+    try:
+        with open(p, 'rb') as f:
+            b = f.read()
+    except OSError:
+        b = b''
+    if sha256(b).hexdigest() != h:
+        raise SystemExit('{GUEST_NAME}: the kept guest ' + p + ' is missing or changed')
+else:
+    b = r(20)
+    b += r(int(b[:10]) + int(b[10:]))
+n = 20 + int(b[:10])
 try:
-    import marshal
     from _frozen_importlib_external import MAGIC_NUMBER
-    c = marshal.loads(c[4:]) if c[:4] == MAGIC_NUMBER else None
+    e, c = marshal.loads(b[24:n]) if b[20:24] == MAGIC_NUMBER else (0, 0)
 except Exception:
-    c = None
-exec(c or compile(s, '{GUEST_NAME}', 'exec'))"""
+    c = 0
+if not c:
+    e, c = marshal.loads(b[n:])
+    c = [(k, i, compile(s, '{GUEST_NAME}/' + k, 'exec')) for k, i, s in c]
+for k, i, x in c:
+    m = type(sys)(k)
+    q, _, t = k.rpartition('.')
+    m.__package__ = k if i else q
+    if i:
+        m.__path__ = []
+    sys.modules[k] = m
+    if q:
+        setattr(sys.modules[q], t, m)
+    exec(x, m.__dict__)
+sys.modules[e].main(a[1:], b)"""
 
 
-def guest_argv(sub: bool = False) -> list[str]:
-    """The command that starts a guest: the container's own (`sub=False`, the guest
-    whose stdin EOF ends the container) or a `docker exec` one as another user."""
-    return ["python3", "-I", "-S", "-c", LOADER, *(["--sub"] if sub else [])]
+@dataclass(frozen=True)
+class Kept:
+    """Where the main guest keeps the payload's copy, and the digest it must have."""
+
+    path: str
+    digest: str
 
 
-@functools.cache
-@functools.cache
-def guest_payload() -> bytes:
-    """What the loader reads from stdin (see the module docstring). Made once: it
-    compiles the guest, tens of milliseconds of the event loop per sandbox started."""
-    source = (Path(__file__).parent / "script.py").read_bytes()
-    code = importlib.util.MAGIC_NUMBER + marshal.dumps(compile(source, GUEST_NAME, "exec"))
-    return b"%010d%010d" % (len(code), len(source)) + code + source
+def guest_argv(sub: bool = False, kept: Kept | None = None) -> list[str]:
+    """The command that starts a guest: the sandbox's own (`sub=False`, the guest whose
+    stdin EOF ends the sandbox) or a sub-guest as another user, which with `kept`
+    loads the main guest's copy instead of reading the payload."""
+    argv = ["python3", "-I", "-S", "-c", LOADER]
+    if sub:
+        argv.append("--sub")
+    if kept is not None:
+        argv += ["--kept", kept.path, kept.digest]
+    return argv

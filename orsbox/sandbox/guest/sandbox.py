@@ -4,7 +4,7 @@ Every verb is one request on the guest channel (see `channel.py`), so a shell ca
 a socket round trip, not a backend API call. What only the deployment knows is left to
 a subclass (the Docker backend's `DockerSandbox`): removing the sandbox, explaining a
 death, and how a second, short-lived guest for `exec(user=...)` is started
-(`open_guest`).
+(`open_guest`, for every backend so far `start.SubGuests.open`).
 
 When the channel closes under us (the container was killed, ran out of memory at PID 1,
 or the engine restarted) the sandbox is gone for good: `alive` turns false and every
@@ -208,7 +208,8 @@ class GuestSandbox(Sandbox):
         self, user: str, request: Header, payload: bytes, timeout_s: float
     ) -> tuple[Header, bytes]:
         """Run one exec through a second guest started as `user` (the main guest cannot
-        change its user); costs a `docker exec` (~60 ms) instead of a round trip."""
+        change its user); costs a process start in the sandbox (Docker: a `docker exec`
+        and a python start, ~tens of ms) instead of a round trip."""
         if not self.alive:
             raise SandboxGone(await self._gone_message())
         channel = await self._open_guest(user)
