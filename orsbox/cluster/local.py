@@ -20,12 +20,13 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import orsbox
 from orsbox.cluster.engines import PrivateEngine
 from orsbox.cluster.processes import Tracked
+from orsbox.cluster.registry import LocalRegistry
 from orsbox.cluster.router import CellAddress, RouterOptions, render, write_errors
 
 PACKAGE_ROOT = Path(orsbox.__file__).resolve().parent.parent
@@ -61,6 +62,12 @@ class ClusterState:
     cells: list[CellRecord] = field(default_factory=list)
     router_pid: int = 0
     router_started: str = ""
+    # The registry the engines pull through (orsbox.cluster.registry): its address, and
+    # when this cluster started it, its folder, pid and start time (else "" and 0).
+    registry: str = ""
+    registry_root: str = ""
+    registry_pid: int = 0
+    registry_started: str = ""
 
     @property
     def url(self) -> str:
@@ -80,8 +87,9 @@ class ClusterState:
 class LocalCluster:
     """`up` builds one; `LocalCluster(ClusterState.load(root))` finds it again."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, router: RouterOptions | None = None) -> None:
         self.state = state
+        self.router_options = router or RouterOptions()
 
     @property
     def url(self) -> str:
@@ -106,15 +114,24 @@ class LocalCluster:
         images: Sequence[str] = (),
         settings: dict[str, str] | None = None,
         cell_settings: dict[int, dict[str, str]] | None = None,
+        registry: bool | str = False,
+        router: RouterOptions | None = None,
     ) -> LocalCluster:
         """Start `n` cells serving `targets` with `images` loaded into their engines, and
-        the router on `port`; return once every cell answers through the router. On any
-        failure, everything started so far is removed before the error propagates."""
+        the router on `port`; return once every cell answers through the router. With
+        `registry`, the engines pull through a registry: True starts one of the
+        cluster's own on loopback (removed by `down`), a string names one already running
+        (`127.0.0.1:PORT`). On any failure, everything started so far is removed before
+        the error propagates."""
         root.mkdir(parents=True, exist_ok=True)
         state = ClusterState(root=str(root), port=port, targets=list(targets))
-        cluster = cls(state)
+        cluster = cls(state, router)
         state.save()
         try:
+            if registry is True:
+                cluster._start_registry()
+            elif isinstance(registry, str) and registry:
+                state.registry = registry
             cluster._start_engines(n, images)
             for i in range(1, n + 1):
                 merged = {**(settings or {}), **(cell_settings or {}).get(i, {})}
@@ -131,8 +148,27 @@ class LocalCluster:
             raise
         return cluster
 
+    def _start_registry(self) -> None:
+        registry = LocalRegistry(self.root / "registry", f"127.0.0.1:{_free_port()}")
+        self.state.registry, self.state.registry_root = registry.address, str(registry.root)
+        self.state.save()
+        registry.start()
+        self.state.registry_pid, self.state.registry_started = registry.pid, registry.started
+        self.state.save()
+
+    def _owned_registry(self) -> LocalRegistry | None:
+        if not self.state.registry_root:
+            return None
+        return LocalRegistry(
+            Path(self.state.registry_root),
+            self.state.registry,
+            self.state.registry_pid,
+            self.state.registry_started,
+        )
+
     def _start_engines(self, n: int, images: Sequence[str]) -> None:
-        engines = [PrivateEngine(self.root / f"e{i}") for i in range(1, n + 1)]
+        mirrors = (self.state.registry,) if self.state.registry else ()
+        engines = [PrivateEngine(self.root / f"e{i}", mirrors) for i in range(1, n + 1)]
         for engine in engines:
             self.state.engines.append(str(engine.root))
             self.state.save()
@@ -179,7 +215,7 @@ class LocalCluster:
         cells = [CellAddress(c.cell, f"127.0.0.1:{c.port}") for c in self.cells]
         errors = self.root / "errors"
         write_errors(errors)
-        options = RouterOptions(bind=f"127.0.0.1:{self.state.port}")
+        options = replace(self.router_options, bind=f"127.0.0.1:{self.state.port}")
         path = self.root / "haproxy.cfg"
         path.write_text(render(cells, errors, options))
         return path
@@ -247,6 +283,9 @@ class LocalCluster:
         engines = [PrivateEngine(Path(root)) for root in self.state.engines]
         with ThreadPoolExecutor(max(1, len(engines))) as pool:
             list(pool.map(lambda e: e.stop(), engines))
+        registry = self._owned_registry()
+        if registry is not None:
+            registry.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

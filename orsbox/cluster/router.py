@@ -34,6 +34,9 @@ CELL_GONE = (
 )
 NO_CELL = "no cell of this cluster is available; retry shortly"
 NO_CELL_RETRY_AFTER_S = 5
+# What a client sets on /create_session to have its session placed by image (lower case:
+# HAProxy compares header names case-insensitively, and this is how it writes them).
+IMAGE_HEADER = "x-orsbox-image"
 SESSION_ID_WITH_CELL = r"^[A-Za-z0-9-]+\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 
 
@@ -96,13 +99,30 @@ defaults
     # A session or sandbox id names its cell after its last dot (orsbox.server.cells).
     acl pinned req.hdr(x-session-id) -m reg {SESSION_ID_WITH_CELL}
     http-request set-var(txn.cell) req.hdr(x-session-id),regsub('^[A-Za-z0-9-]+\\.',) if pinned
+    # A new session whose client names its image: to the cell that image hashes to.
+    http-request set-var(txn.image) req.hdr({IMAGE_HEADER}) if !pinned
     use_backend pinned if pinned
+    use_backend by-image if {{ var(txn.image) -m found }}
     default_backend placement
 
 backend placement
     # New sessions, sandboxes and discovery: the least busy live cell; a full cell's 503
     # (or a refused connection) is retried on another cell.
     balance leastconn
+    option httpchk GET /health
+    http-check expect status 200
+    retry-on 503 conn-failure empty-response
+    option redispatch 1
+    errorfile 503 {errors_dir}/no-cell.http
+{servers}
+
+backend by-image
+    # New sessions naming their image (`{IMAGE_HEADER}`): consistent hashing on the
+    # image, so all sessions of one image go to one cell, which pulls it once, and a
+    # cell joining or leaving moves only its share of the images. A full cell's 503 (or
+    # a refused connection) is retried on the next cell of the ring.
+    balance hash var(txn.image)
+    hash-type consistent
     option httpchk GET /health
     http-check expect status 200
     retry-on 503 conn-failure empty-response
