@@ -27,7 +27,7 @@ TargetsArg = Annotated[
 
 
 def _images(targets: list[str] | None, dataset: FormatOptions | None) -> list[str]:
-    from orsbox.cluster.pushing import images_of
+    from orsbox.bundle import images_of
     from orsbox.targets import resolve_targets
 
     try:

@@ -1,8 +1,6 @@
 """`orsbox images push`: the images a deployment's cells will need, sent to its registry.
 
-Which images: what the served environments run in: the bundled environments' and
-Harbor tasks' (`needed_images`) and every SWE-bench instance's (`instances`, pulled by
-the cells when an episode needs them). Each goes to the registry under the name an
+Which images: what the served environments run in (`orsbox.bundle.images_of`). Each goes to the registry under the name an
 engine using it as a mirror asks for (`orsbox.cluster.registry.mirrored_name`), from the
 engine this command talks to (`DOCKER_HOST`), which must hold them (built, loaded or
 pulled there). The alias tag made for the push is removed afterwards; the image stays.
@@ -12,28 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from orsbox.authoring import Environment
-from orsbox.bundle import needed_images
 from orsbox.cluster.registry import RegistryError, mirrored_name
 
 Progress = Callable[[str], None]
 PROGRESS_EVERY_S = 2.0
-
-
-def images_of(environments: Iterable[type[Environment]]) -> list[str]:
-    """Every image the environments' episodes run in, in order, without repeats."""
-    environments = list(environments)
-    found = needed_images(environments)
-    for env in environments:
-        instances: dict[str, Any] = getattr(env, "instances", None) or {}
-        found.extend(
-            i.image for i in instances.values() if isinstance(getattr(i, "image", None), str)
-        )
-    return list(dict.fromkeys(found))
 
 
 @dataclass
