@@ -83,7 +83,11 @@ class RoutingRun:
 # -- an episode over HTTP --------------------------------------------------------------
 async def open_episode(client: httpx.AsyncClient, url: str, n: int, image: str | None) -> str:
     placed = {IMAGE_HEADER: image} if image else {}
-    answer = await client.post(f"{url}/create_session", headers=placed)
+    while True:  # as the ORS clients do: a 503 (every cell full) is retried after a while
+        answer = await client.post(f"{url}/create_session", headers=placed)
+        if answer.status_code != 503:
+            break
+        await asyncio.sleep(min(1.0, float(answer.headers.get("retry-after", "1"))))
     if answer.status_code != 200:
         raise RuntimeError(f"/create_session answered {answer.status_code}: {answer.text}")
     sid = str(answer.json()["sid"])

@@ -123,7 +123,11 @@ backend by-image
     # a refused connection) is retried on the next cell of the ring.
     balance hash var(txn.image)
     hash-type consistent
-    option httpchk GET /health
+    # A full cell fails this check (503) and leaves the ring until it has room again, so
+    # its images' new sessions go on to the next cell; a 503 before the check notices
+    # is retried there too. (HAProxy's hash-balance-factor bounds requests in flight, not
+    # sessions: a session holds no connection between calls.)
+    option httpchk GET /health?room=1
     http-check expect status 200
     retry-on 503 conn-failure empty-response
     option redispatch 1
