@@ -1,11 +1,13 @@
 """A whole cluster on one machine: N cells on loopback, each on its own private Docker
 engine, behind HAProxy. For tests, demos and benchmarks (`orsbox cluster up/down`).
 
-`LocalCluster.up` records everything it starts in a state file as it goes (engines,
-cells, the router: pid and start time each), so `down` — even from another process, or
-after a failed `up` — removes exactly that: cells first (their sessions end and their
-containers with them), then the router, then each engine with whatever containers it
-still holds, and the state folder with its logs.
+`LocalCluster.up` records everything it starts in a state file as it goes (the
+registry, engines, cells, the router: pid and start time each), so `down` — even from
+another process, or after a failed `up` — removes exactly that: cells first (their
+sessions end and their containers with them), then the router, then each engine with
+whatever containers it still holds, then the registry it started (with its storage), and
+the state folder with its logs. With a registry, every engine pulls through it as a
+mirror (`orsbox.cluster.registry`).
 """
 
 from __future__ import annotations

@@ -233,3 +233,16 @@ def test_a_full_home_cell_moves_its_image_sessions_along_the_ring(
 def test_placement_without_the_header_stays_leastconn(cluster: LocalCluster) -> None:
     seen = {httpx.get(f"{cluster.url}/health", timeout=5).json()["cell"] for _ in range(30)}
     assert seen == {c.cell for c in cluster.cells}
+
+
+def test_images_go_where_a_mirror_looks_and_other_registries_are_refused() -> None:
+    from orsbox.cluster.registry import RegistryError, mirrored_name
+
+    registry = "127.0.0.1:5000"
+    assert mirrored_name("swebench/sweb.eval.x86_64.a_1776_b-1:latest", registry) == (
+        "127.0.0.1:5000/swebench/sweb.eval.x86_64.a_1776_b-1:latest"
+    )
+    assert mirrored_name("ubuntu:24.04", registry) == "127.0.0.1:5000/library/ubuntu:24.04"
+    assert mirrored_name("orsbox/base", registry) == "127.0.0.1:5000/orsbox/base:latest"
+    with pytest.raises(RegistryError, match="not a Docker Hub name.*--image-map"):
+        mirrored_name("ghcr.io/org/image:1", registry)
