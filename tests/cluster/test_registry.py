@@ -244,5 +244,5 @@ def test_images_go_where_a_mirror_looks_and_other_registries_are_refused() -> No
     )
     assert mirrored_name("ubuntu:24.04", registry) == "127.0.0.1:5000/library/ubuntu:24.04"
     assert mirrored_name("orsbox/base", registry) == "127.0.0.1:5000/orsbox/base:latest"
-    with pytest.raises(RegistryError, match="not a Docker Hub name.*--image-map"):
+    with pytest.raises(RegistryError, match=r"not a Docker Hub name.*--image-map"):
         mirrored_name("ghcr.io/org/image:1", registry)
