@@ -51,7 +51,7 @@ from bench.stats import Row
 from orsbox.cluster.engines import PrivateEngine
 from orsbox.cluster.local import LocalCluster
 from orsbox.cluster.pushing import push
-from orsbox.cluster.registry import LocalRegistry
+from orsbox.cluster.registry import LocalRegistry, start_on_free_port
 from orsbox.cluster.router import IMAGE_HEADER
 from orsbox.server.cells import cell_of
 from tests.cluster import instances
@@ -286,12 +286,12 @@ async def run(bench: Bench) -> list[Row]:
     size_mb = bench.scale(300, 30)
     token = uuid.uuid4().hex[:10]
     work = Path(tempfile.mkdtemp(prefix="orsi-", dir="/tmp"))
-    registry = LocalRegistry(work / "registry", f"127.0.0.1:{servers.free_port()}")
+    registry: LocalRegistry | None = None
     raw: dict[str, object] = {"size_mb": size_mb}
     try:
         made = await asyncio.to_thread(instances.build, token, IMAGES, size_mb, "orsbox-bench")
         target = f"swebench:{instances.write_dataset(work / f'{ENV}.jsonl', made)}"
-        await asyncio.to_thread(registry.start)
+        registry = await asyncio.to_thread(start_on_free_port, work / "registry")
         import docker
 
         started = time.perf_counter()
@@ -326,7 +326,8 @@ async def run(bench: Bench) -> list[Row]:
                 "evenness": r.evenness(),
             }
     finally:
-        await asyncio.to_thread(registry.stop)
+        if registry is not None:
+            await asyncio.to_thread(registry.stop)
         await asyncio.to_thread(instances.remove, token)
         shutil.rmtree(work, ignore_errors=True)
     bench.raw["images"] = raw

@@ -28,7 +28,7 @@ from pathlib import Path
 import orsbox
 from orsbox.cluster.engines import PrivateEngine
 from orsbox.cluster.processes import Tracked
-from orsbox.cluster.registry import LocalRegistry
+from orsbox.cluster.registry import LocalRegistry, start_on_free_port
 from orsbox.cluster.router import CellAddress, RouterOptions, render, write_errors
 
 PACKAGE_ROOT = Path(orsbox.__file__).resolve().parent.parent
@@ -151,10 +151,11 @@ class LocalCluster:
         return cluster
 
     def _start_registry(self) -> None:
-        registry = LocalRegistry(self.root / "registry", f"127.0.0.1:{_free_port()}")
-        self.state.registry, self.state.registry_root = registry.address, str(registry.root)
+        folder = self.root / "registry"
+        self.state.registry_root = str(folder)  # `down` removes it even if the start fails
         self.state.save()
-        registry.start()
+        registry = start_on_free_port(folder)
+        self.state.registry = registry.address
         self.state.registry_pid, self.state.registry_started = registry.pid, registry.started
         self.state.save()
 

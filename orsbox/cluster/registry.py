@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import time
 import urllib.error
@@ -109,6 +110,31 @@ class LocalRegistry:
 
     def to_json(self) -> dict[str, object]:
         return {"root": str(self.root), "address": self.address}
+
+
+BIND_ATTEMPTS = 5
+
+
+def start_on_free_port(root: Path) -> LocalRegistry:
+    """A registry started on a free loopback port. A port found free can be taken by
+    another process before the registry binds it (other test runs share the machine):
+    then another is tried."""
+    for attempt in range(BIND_ATTEMPTS):
+        registry = LocalRegistry(root, f"127.0.0.1:{free_port()}")
+        try:
+            registry.start()
+            return registry
+        except RegistryError as e:
+            registry.stop()
+            if "address already in use" not in str(e) or attempt == BIND_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def answers(address: str) -> bool:

@@ -27,7 +27,7 @@ import pytest
 from orsbox.cluster.local import ClusterState, LocalCluster
 from orsbox.cluster.processes import Tracked
 from orsbox.cluster.pushing import push
-from orsbox.cluster.registry import LocalRegistry, answers, catalog
+from orsbox.cluster.registry import answers, catalog, start_on_free_port
 from orsbox.cluster.router import IMAGE_HEADER
 from orsbox.server.cells import cell_of
 from tests.cluster import instances
@@ -154,8 +154,7 @@ def test_push_names_an_image_the_engine_lacks_and_fails(tmp_path: Path, made: li
     rows = tmp_path / "lacking.jsonl"
     instances.dataset.write_jsonl(rows, [{**instances.dataset.v5_row(missing)}])
     with tempfile.TemporaryDirectory(prefix="orsr-") as folder:
-        registry = LocalRegistry(Path(folder) / "r", f"127.0.0.1:{free_port()}")
-        registry.start()
+        registry = start_on_free_port(Path(folder) / "r")
         try:
             pushed = orsbox("images", "push", f"swebench:{rows}", "--registry", registry.address)
         finally:
