@@ -22,7 +22,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import orsbox
@@ -89,9 +89,8 @@ class ClusterState:
 class LocalCluster:
     """`up` builds one; `LocalCluster(ClusterState.load(root))` finds it again."""
 
-    def __init__(self, state: ClusterState, router: RouterOptions | None = None) -> None:
+    def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.router_options = router or RouterOptions()
 
     @property
     def url(self) -> str:
@@ -117,7 +116,6 @@ class LocalCluster:
         settings: dict[str, str] | None = None,
         cell_settings: dict[int, dict[str, str]] | None = None,
         registry: bool | str = False,
-        router: RouterOptions | None = None,
     ) -> LocalCluster:
         """Start `n` cells serving `targets` with `images` loaded into their engines, and
         the router on `port`; return once every cell answers through the router. With
@@ -127,7 +125,7 @@ class LocalCluster:
         the error propagates."""
         root.mkdir(parents=True, exist_ok=True)
         state = ClusterState(root=str(root), port=port, targets=list(targets))
-        cluster = cls(state, router)
+        cluster = cls(state)
         state.save()
         try:
             if registry is True:
@@ -218,7 +216,7 @@ class LocalCluster:
         cells = [CellAddress(c.cell, f"127.0.0.1:{c.port}") for c in self.cells]
         errors = self.root / "errors"
         write_errors(errors)
-        options = replace(self.router_options, bind=f"127.0.0.1:{self.state.port}")
+        options = RouterOptions(bind=f"127.0.0.1:{self.state.port}")
         path = self.root / "haproxy.cfg"
         path.write_text(render(cells, errors, options))
         return path
