@@ -1,12 +1,17 @@
 """The router in front of the cells: a stock HAProxy (Debian 12 ships 2.6), configured.
 
-Two backends over the same cells, because placement and pinning want opposite retry
+Three backends over the same cells, because placement and pinning want opposite retry
 rules (docs/cluster.md):
 
 * `placement` gets every request without a cell in `X-Session-ID` (`/create_session`,
   `/create_sandbox`, discovery, `/health`): `balance leastconn` over the cells that pass
   their health check, and a cell that answers 503 (full) or refuses the connection is
   retried on another (`retry-on` + `option redispatch 1`).
+* `by-image` gets the requests without a cell in `X-Session-ID` that carry
+  `X-Orsbox-Image` (a client naming its session's image on `/create_session`):
+  consistent hashing on the image, so its sessions share a cell and one pull; a full
+  cell (its `/health?room=1` answers 503) leaves the ring until it has room, and a 503
+  meanwhile is retried on another cell.
 * `pinned` gets every request whose `X-Session-ID` names a cell (`<id>.<cell>`, read
   with the regular expression of `orsbox.server.cells.CELL_OF_ID`): `use-server` picks
   the server named like the cell, `force-persist` keeps it there even when it is down,
