@@ -149,6 +149,12 @@ def test_cluster_up_registry_push_and_a_cell_pulls_through_it(
     assert not state.exists()
 
 
+def test_images_list_prints_every_instance_image(dataset_file: Path, made: list[str]) -> None:
+    listed = orsbox("images", "list", f"swebench:{dataset_file}")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == made
+
+
 def test_push_names_an_image_the_engine_lacks_and_fails(tmp_path: Path, made: list[str]) -> None:
     missing = f"orsbox-test/not-here-{uuid.uuid4().hex[:8]}:1"
     rows = tmp_path / "lacking.jsonl"
