@@ -1,9 +1,10 @@
 """`orsbox images push`: the images a deployment's cells will need, sent to its registry.
 
-Which images: what the served environments run in (`orsbox.bundle.images_of`). Each goes to the registry under the name an
-engine using it as a mirror asks for (`orsbox.cluster.registry.mirrored_name`), from the
-engine this command talks to (`DOCKER_HOST`), which must hold them (built, loaded or
-pulled there). The alias tag made for the push is removed afterwards; the image stays.
+Which images: what the served environments run in (`orsbox.bundle.images_of`). Each
+goes to the registry under the name an engine using it as a mirror asks for
+(`orsbox.cluster.registry.mirrored_name`), from the engine this command talks to
+(`DOCKER_HOST`), which must hold them (built, loaded or pulled there). The alias tag
+made for the push is removed afterwards; the image stays.
 """
 
 from __future__ import annotations
