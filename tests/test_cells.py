@@ -101,6 +101,22 @@ def test_a_full_cell_answers_create_session_503_with_retry_after(cell_a: TestCli
     assert cell_a.post("/create_session").status_code == 200  # the place is free again
 
 
+def test_health_with_room_answers_503_only_while_the_cell_is_full(cell_a: TestClient) -> None:
+    """What the router's image placement checks (orsbox.cluster.router, `by-image`)."""
+    assert cell_a.get("/health", params={"room": 1}).status_code == 200
+    first = new_sid(cell_a)
+    second = new_sid(cell_a)
+    full = cell_a.get("/health", params={"room": 1})
+    assert full.status_code == 503 and full.json()["cell"] == "cell-a"
+    assert full.json()["reserved"] == 2
+    assert cell_a.get("/health").status_code == 200  # the plain check: up, as before
+    for sid in (first, second):
+        cell_a.post("/create", headers={"X-Session-ID": sid}, json={"split": "train", "index": 0})
+    assert cell_a.get("/health", params={"room": 1}).status_code == 503
+    cell_a.post("/delete_session", headers={"X-Session-ID": first})
+    assert cell_a.get("/health", params={"room": 1}).status_code == 200
+
+
 def test_an_unused_id_gives_its_place_back_after_the_reservation() -> None:
     clock = ManualClock()
     with app_client(clock, cell="cell-a", max_sessions=1, create_reservation_s=5) as client:

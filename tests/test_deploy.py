@@ -81,10 +81,10 @@ def test_kubernetes_and_compose_run_the_same_images_health_and_token() -> None:
     makes, the router's config where its image reads it, `/health` on the cells' port,
     and the token from a secret the operator sets (a Secret, a required variable)."""
     documents = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "orsbox.yaml").read_text()))
-    kinds = {d["kind"]: d for d in documents if d["kind"] in ("StatefulSet", "Deployment")}
-    cell_pod = kinds["StatefulSet"]["spec"]["template"]["spec"]
+    named = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    cell_pod = named[("StatefulSet", "orsbox")]["spec"]["template"]["spec"]
     cell = next(c for c in cell_pod["containers"] if c["name"] == "orsbox")
-    router_pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    router_pod = named[("Deployment", "orsbox-router")]["spec"]["template"]["spec"]
     (router_container,) = router_pod["containers"]
     stack = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())["services"]
 
@@ -108,3 +108,28 @@ def test_kubernetes_and_compose_run_the_same_images_health_and_token() -> None:
     )
     for name in ("cell-1", "cell-2", "cell-3"):
         assert stack[name]["environment"]["ORSBOX_TOKEN"].startswith("${ORSBOX_TOKEN:?")
+
+
+def test_kubernetes_and_compose_name_the_registry_the_engines_pull_through() -> None:
+    """The registry image `orsbox build --server` makes, in both forms; in Kubernetes
+    each cell's engine names the registry's Service as its mirror (and, plain HTTP
+    inside the cluster, as insecure); in Compose it listens on loopback, which engines
+    take over plain HTTP unasked."""
+    documents = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "orsbox.yaml").read_text()))
+    named = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    registry_pod = named[("Deployment", "orsbox-registry")]["spec"]["template"]["spec"]
+    (registry,) = registry_pod["containers"]
+    service = named[("Service", "orsbox-registry")]
+    port = service["spec"]["ports"][0]["port"]
+    address = f"orsbox-registry.orsbox.svc.cluster.local:{port}"
+    cell_pod = named[("StatefulSet", "orsbox")]["spec"]["template"]["spec"]
+    dind = next(c for c in cell_pod["containers"] if c["name"] == "dind")
+    assert f"--registry-mirror=http://{address}" in dind["args"]
+    assert f"--insecure-registry={address}" in dind["args"]
+    assert registry["volumeMounts"][0]["mountPath"] == "/var/lib/docker-registry"
+
+    stack = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())["services"]
+    assert registry["image"] == stack["registry"]["image"] == images.REGISTRY_IMAGE
+    assert stack["registry"]["profiles"] == ["registry"]  # `up` alone runs none
+    assert stack["registry"]["ports"][0].startswith("${ORSBOX_REGISTRY_PORT:-127.0.0.1:")
+    assert (images.REGISTRY_FOLDER / "Dockerfile").is_file()

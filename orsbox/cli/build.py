@@ -205,8 +205,9 @@ def build(
         typer.Option(
             "--server",
             help="build the deployment's images instead: orsbox/server:latest (the "
-            "top-level Dockerfile, from wheels made here: no network inside the build) "
-            "and orsbox/router:latest (deploy/router)",
+            "top-level Dockerfile, from wheels made here: no network inside the build), "
+            "orsbox/router:latest (deploy/router) and orsbox/registry:latest "
+            "(deploy/registry)",
         ),
     ] = False,
     dataset: FormatOptions | None = None,
@@ -263,8 +264,8 @@ async def _build(
 
 async def build_server_image(images: ImageStore) -> None:
     """orsbox/server:latest from a throw-away context holding the wheels made here, and
-    the router beside it (orsbox.cluster.images)."""
-    from orsbox.cluster.images import router_recipe, server_recipe
+    the router and the registry beside it (orsbox.cluster.images)."""
+    from orsbox.cluster.images import registry_recipe, router_recipe, server_recipe
 
     with tempfile.TemporaryDirectory(prefix="orsbox-server-") as folder:
         with console.status("orsbox/server: pip wheel on the host (orsbox and its dependencies)"):
@@ -273,4 +274,4 @@ async def build_server_image(images: ImageStore) -> None:
             except OrsboxError as e:
                 console.print(f"[red]error:[/red] {escape(str(e))}")
                 raise typer.Exit(1) from None
-        await run_plan(images, [server, router_recipe()])
+        await run_plan(images, [server, router_recipe(), registry_recipe()])

@@ -29,18 +29,29 @@ def up(
     ] = None,
     port: Annotated[int, typer.Option(help="the router's port on 127.0.0.1")] = 8080,
     state: StateOption = DEFAULT_STATE,
+    registry: Annotated[
+        bool,
+        typer.Option(
+            "--registry",
+            help="also run a registry (Debian's docker-registry) on loopback that every "
+            "cell's engine pulls through; push to it with `orsbox images push`",
+        ),
+    ] = False,
 ) -> None:
-    """Start N cells and the router; print the router's URL once every cell is healthy."""
+    """Start N cells and the router; print the router's URL once every cell is healthy
+    (and, with --registry, the registry's address)."""
     from orsbox.bundle import needed_images
     from orsbox.cli.build import ensure_images
     from orsbox.cluster.local import STATE_FILE, LocalCluster
     from orsbox.targets import resolve_targets
 
-    missing = [tool for tool in ("haproxy", "dockerd", "ip") if shutil.which(tool) is None]
+    tools = ("haproxy", "dockerd", "ip", *(("docker-registry",) if registry else ()))
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         raise typer.BadParameter(
             f"{', '.join(missing)} not found: a local cluster needs HAProxy, Docker's "
-            "dockerd and iproute2 (apt-get install haproxy docker.io iproute2), run as root",
+            "dockerd and iproute2, and with --registry docker-registry (apt-get install "
+            "haproxy docker.io iproute2 docker-registry), run as root",
             param_hint="N",
         )
     if (state / STATE_FILE).exists():
@@ -50,13 +61,18 @@ def up(
         )
     environments = resolve_targets(targets or [])
     ensure_images(environments)
-    cluster = LocalCluster.up(n, port, targets or [], state, needed_images(environments))
+    cluster = LocalCluster.up(
+        n, port, targets or [], state, needed_images(environments), registry=registry
+    )
     typer.echo(cluster.url)
+    if cluster.state.registry:
+        typer.echo(f"registry: {cluster.state.registry}")
 
 
 @app.command()
 def down(state: StateOption = DEFAULT_STATE) -> None:
-    """Stop the cells, the router and the engines `up` started, and remove their files."""
+    """Stop the cells, the router, the engines and the registry `up` started, and remove
+    their files."""
     from orsbox.cluster.local import STATE_FILE, ClusterState, LocalCluster
 
     if not (state / STATE_FILE).exists():

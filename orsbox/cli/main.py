@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from orsbox import __version__
-from orsbox.cli import build, check, cluster, doctor, episodes, gc, ps, run, serve, warm
+from orsbox.cli import build, check, cluster, doctor, episodes, gc, images, ps, run, serve, warm
 from orsbox.cli import evaluate as evaluate_command
 
 app = typer.Typer(
@@ -29,6 +29,7 @@ app.command(name="warm")(warm.warm)
 app.command(name="eval")(evaluate_command.evaluate)
 app.add_typer(episodes.app, name="episodes")
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(images.app, name="images")
 
 
 @app.command()

@@ -39,6 +39,9 @@ class PrivateEngine:
     """One engine's files, all under `root` (short: a socket path must stay < 108 bytes)."""
 
     root: Path
+    # Registries this engine asks first for Docker Hub names (`registry-mirrors`): the
+    # cluster's own (orsbox.cluster.registry), `127.0.0.1:PORT` on loopback.
+    mirrors: tuple[str, ...] = ()
 
     @property
     def socket(self) -> Path:
@@ -73,6 +76,7 @@ class PrivateEngine:
             "ip-forward": False,
             "ip-masq": False,
             "log-level": "warn",
+            "registry-mirrors": [f"http://{address}" for address in self.mirrors],
         }
 
     def _add_bridge(self) -> None:

@@ -1,6 +1,7 @@
 """The deployment's own images (deploy/compose, deploy/kubernetes): the server,
 `orsbox/server:latest` (the top-level Dockerfile), built so that nothing inside the
-build needs the network, and the router, `orsbox/router:latest` (Debian's HAProxy).
+build needs the network, the router, `orsbox/router:latest` (Debian's HAProxy), and
+the image registry, `orsbox/registry:latest` (Debian's docker-registry).
 
 Machines like these have no registry and no HTTPS to PyPI inside containers, but pip on
 the host reaches its mirrors. So `orsbox build --server` makes the wheels on the host
@@ -26,6 +27,8 @@ from orsbox.sandbox.images import LOCAL_DEBIAN, BuildLog, ImageRecipe
 SERVER_IMAGE = "orsbox/server:latest"
 ROUTER_IMAGE = "orsbox/router:latest"
 ROUTER_FOLDER = CHECKOUT / "deploy" / "router"
+REGISTRY_IMAGE = "orsbox/registry:latest"
+REGISTRY_FOLDER = CHECKOUT / "deploy" / "registry"
 CONTEXT = ("Dockerfile", "pyproject.toml", "README.md", "orsbox", "environments", "images")
 LOCAL_DEBIAN_PYTHON = (3, 11)  # bookworm's python3
 WHEELS_TIMEOUT_S = 600
@@ -36,6 +39,12 @@ def router_recipe() -> ImageRecipe:
     """HAProxy from Debian's package on the same base (apt reaches Debian's mirror)."""
     dockerfile = ROUTER_FOLDER / "Dockerfile"
     return ImageRecipe(ROUTER_IMAGE, ROUTER_FOLDER, dockerfile, root_base(), str(dockerfile))
+
+
+def registry_recipe() -> ImageRecipe:
+    """Debian's docker-registry on the same base (orsbox.cluster.registry's program)."""
+    dockerfile = REGISTRY_FOLDER / "Dockerfile"
+    return ImageRecipe(REGISTRY_IMAGE, REGISTRY_FOLDER, dockerfile, root_base(), str(dockerfile))
 
 
 def server_recipe(folder: Path, log: BuildLog, checkout: Path = CHECKOUT) -> ImageRecipe:

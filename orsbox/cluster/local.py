@@ -1,11 +1,13 @@
 """A whole cluster on one machine: N cells on loopback, each on its own private Docker
 engine, behind HAProxy. For tests, demos and benchmarks (`orsbox cluster up/down`).
 
-`LocalCluster.up` records everything it starts in a state file as it goes (engines,
-cells, the router: pid and start time each), so `down` — even from another process, or
-after a failed `up` — removes exactly that: cells first (their sessions end and their
-containers with them), then the router, then each engine with whatever containers it
-still holds, and the state folder with its logs.
+`LocalCluster.up` records everything it starts in a state file as it goes (the
+registry, engines, cells, the router: pid and start time each), so `down` — even from
+another process, or after a failed `up` — removes exactly that: cells first (their
+sessions end and their containers with them), then the router, then each engine with
+whatever containers it still holds, then the registry it started (with its storage), and
+the state folder with its logs. With a registry, every engine pulls through it as a
+mirror (`orsbox.cluster.registry`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 import orsbox
 from orsbox.cluster.engines import PrivateEngine
 from orsbox.cluster.processes import Tracked
+from orsbox.cluster.registry import LocalRegistry, start_on_free_port
 from orsbox.cluster.router import CellAddress, RouterOptions, render, write_errors
 
 PACKAGE_ROOT = Path(orsbox.__file__).resolve().parent.parent
@@ -61,6 +64,12 @@ class ClusterState:
     cells: list[CellRecord] = field(default_factory=list)
     router_pid: int = 0
     router_started: str = ""
+    # The registry the engines pull through (orsbox.cluster.registry): its address, and
+    # when this cluster started it, its folder, pid and start time (else "" and 0).
+    registry: str = ""
+    registry_root: str = ""
+    registry_pid: int = 0
+    registry_started: str = ""
 
     @property
     def url(self) -> str:
@@ -106,15 +115,23 @@ class LocalCluster:
         images: Sequence[str] = (),
         settings: dict[str, str] | None = None,
         cell_settings: dict[int, dict[str, str]] | None = None,
+        registry: bool | str = False,
     ) -> LocalCluster:
         """Start `n` cells serving `targets` with `images` loaded into their engines, and
-        the router on `port`; return once every cell answers through the router. On any
-        failure, everything started so far is removed before the error propagates."""
+        the router on `port`; return once every cell answers through the router. With
+        `registry`, the engines pull through a registry: True starts one of the
+        cluster's own on loopback (removed by `down`), a string names one already running
+        (`127.0.0.1:PORT`). On any failure, everything started so far is removed before
+        the error propagates."""
         root.mkdir(parents=True, exist_ok=True)
         state = ClusterState(root=str(root), port=port, targets=list(targets))
         cluster = cls(state)
         state.save()
         try:
+            if registry is True:
+                cluster._start_registry()
+            elif isinstance(registry, str) and registry:
+                state.registry = registry
             cluster._start_engines(n, images)
             for i in range(1, n + 1):
                 merged = {**(settings or {}), **(cell_settings or {}).get(i, {})}
@@ -131,8 +148,28 @@ class LocalCluster:
             raise
         return cluster
 
+    def _start_registry(self) -> None:
+        folder = self.root / "registry"
+        self.state.registry_root = str(folder)  # `down` removes it even if the start fails
+        self.state.save()
+        registry = start_on_free_port(folder)
+        self.state.registry = registry.address
+        self.state.registry_pid, self.state.registry_started = registry.pid, registry.started
+        self.state.save()
+
+    def _owned_registry(self) -> LocalRegistry | None:
+        if not self.state.registry_root:
+            return None
+        return LocalRegistry(
+            Path(self.state.registry_root),
+            self.state.registry,
+            self.state.registry_pid,
+            self.state.registry_started,
+        )
+
     def _start_engines(self, n: int, images: Sequence[str]) -> None:
-        engines = [PrivateEngine(self.root / f"e{i}") for i in range(1, n + 1)]
+        mirrors = (self.state.registry,) if self.state.registry else ()
+        engines = [PrivateEngine(self.root / f"e{i}", mirrors) for i in range(1, n + 1)]
         for engine in engines:
             self.state.engines.append(str(engine.root))
             self.state.save()
@@ -247,6 +284,9 @@ class LocalCluster:
         engines = [PrivateEngine(Path(root)) for root in self.state.engines]
         with ThreadPoolExecutor(max(1, len(engines))) as pool:
             list(pool.map(lambda e: e.stop(), engines))
+        registry = self._owned_registry()
+        if registry is not None:
+            registry.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
 

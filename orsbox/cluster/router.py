@@ -1,12 +1,17 @@
 """The router in front of the cells: a stock HAProxy (Debian 12 ships 2.6), configured.
 
-Two backends over the same cells, because placement and pinning want opposite retry
+Three backends over the same cells, because placement and pinning want opposite retry
 rules (docs/cluster.md):
 
 * `placement` gets every request without a cell in `X-Session-ID` (`/create_session`,
   `/create_sandbox`, discovery, `/health`): `balance leastconn` over the cells that pass
   their health check, and a cell that answers 503 (full) or refuses the connection is
   retried on another (`retry-on` + `option redispatch 1`).
+* `by-image` gets the requests without a cell in `X-Session-ID` that carry
+  `X-Orsbox-Image` (a client naming its session's image on `/create_session`):
+  consistent hashing on the image, so its sessions share a cell and one pull; a full
+  cell (its `/health?room=1` answers 503) leaves the ring until it has room, and a 503
+  meanwhile is retried on another cell.
 * `pinned` gets every request whose `X-Session-ID` names a cell (`<id>.<cell>`, read
   with the regular expression of `orsbox.server.cells.CELL_OF_ID`): `use-server` picks
   the server named like the cell, `force-persist` keeps it there even when it is down,
@@ -34,6 +39,9 @@ CELL_GONE = (
 )
 NO_CELL = "no cell of this cluster is available; retry shortly"
 NO_CELL_RETRY_AFTER_S = 5
+# What a client sets on /create_session to have its session placed by image (lower case:
+# HAProxy compares header names case-insensitively, and this is how it writes them).
+IMAGE_HEADER = "x-orsbox-image"
 SESSION_ID_WITH_CELL = r"^[A-Za-z0-9-]+\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 
 
@@ -96,7 +104,10 @@ defaults
     # A session or sandbox id names its cell after its last dot (orsbox.server.cells).
     acl pinned req.hdr(x-session-id) -m reg {SESSION_ID_WITH_CELL}
     http-request set-var(txn.cell) req.hdr(x-session-id),regsub('^[A-Za-z0-9-]+\\.',) if pinned
+    # A new session whose client names its image: to the cell that image hashes to.
+    http-request set-var(txn.image) req.hdr({IMAGE_HEADER}) if !pinned
     use_backend pinned if pinned
+    use_backend by-image if {{ var(txn.image) -m found }}
     default_backend placement
 
 backend placement
@@ -104,6 +115,24 @@ backend placement
     # (or a refused connection) is retried on another cell.
     balance leastconn
     option httpchk GET /health
+    http-check expect status 200
+    retry-on 503 conn-failure empty-response
+    option redispatch 1
+    errorfile 503 {errors_dir}/no-cell.http
+{servers}
+
+backend by-image
+    # New sessions naming their image (`{IMAGE_HEADER}`): consistent hashing on the
+    # image, so all sessions of one image go to one cell, which pulls it once, and a
+    # cell joining or leaving moves only its share of the images. A full cell's 503 (or
+    # a refused connection) is retried on the next cell of the ring.
+    balance hash var(txn.image)
+    hash-type consistent
+    # A full cell fails this check (503) and leaves the ring until it has room again, so
+    # its images' new sessions go on to the next cell; a 503 before the check notices
+    # is retried there too. (HAProxy's hash-balance-factor bounds requests in flight, not
+    # sessions: a session holds no connection between calls.)
+    option httpchk GET /health?room=1
     http-check expect status 200
     retry-on 503 conn-failure empty-response
     option redispatch 1

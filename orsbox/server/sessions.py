@@ -261,6 +261,15 @@ class SessionManager:
         log.info("session %s created (environment %s)", sid, env_name)
         return session
 
+    def has_room(self) -> bool:
+        """Whether a new session would be taken now (`/health?room=1`: a router that
+        places by image takes a full cell out of that placement, docs/cluster.md)."""
+        try:
+            self._check_capacity()
+        except ServiceUnavailable:
+            return False
+        return True
+
     def _check_capacity(self) -> None:
         """503 past the configured limits, before anything is started: an overloaded
         Docker engine or machine helps no one, and the client can retry."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 
 from orsbox import __version__
 from orsbox.protocol.types import (
@@ -25,17 +26,21 @@ from orsbox.server.openapi import errors
 router = APIRouter()
 
 
-@router.get("/health")
-async def health(request: Request) -> dict[str, Any]:
+@router.get("/health", responses=errors(503))
+async def health(request: Request, room: bool = False) -> Any:
     """200 while the server runs; `degraded` (still 200) when sandboxes cannot start.
     Also this cell's id and load (live sessions, starting, capacity): what a router or
-    an operator weighs a cell by (docs/cluster.md)."""
+    an operator weighs a cell by (docs/cluster.md). With `room=1`, 503 (same body) while
+    the cell is full: the router's image placement checks this, so a full cell leaves
+    the hash ring until it has room instead of refusing each session in turn."""
     state = request.app.state
     report: dict[str, Any] = await state.health.report()
     report["cell"] = state.settings.cell
     report.update(state.sessions.load())
     if state.sandbox_api is not None:
         report["sandboxes"] = len(state.sandbox_api)
+    if room and not state.sessions.has_room():
+        return JSONResponse(report, status_code=503)
     return report
 
 
