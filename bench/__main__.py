@@ -32,6 +32,7 @@ from bench import (
     protocol,
     recording,
     roundtrip,
+    scale,
     server_image,
     startlag,
     storage_bound,
@@ -61,6 +62,7 @@ PARTS = {
     "storage_bound": storage_bound,
     "startlag": startlag,
     "orphans": orphans,
+    "scale": scale,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
