@@ -52,6 +52,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -334,27 +335,24 @@ def next_step_blocked(added: int, per_episode_used: float, per_episode_tasks: fl
 async def baseline_ramp(bench: Bench, steps: list[int], ramp: Ramp) -> None:
     """Bare containers of the same image, ramped to `steps`, measured like the episodes."""
     api = bench.docker.api
-    gate = asyncio.Semaphore(8)
-    ids: list[str] = []
+    ids: list[str] = []  # appended by the threads as each container is created
+    starts = ThreadPoolExecutor(8, thread_name_prefix="bare-run")
 
-    def run_one() -> str:
+    def run_one() -> None:
         config = api.create_host_config(init=True, network_mode="none")
         labels = {BENCH_LABEL: bench.run_id}
         cid = api.create_container(
             bench.image, ["sleep", "infinity"], labels=labels, host_config=config
         )["Id"]
+        ids.append(cid)
         api.start(cid)
-        return cid
-
-    async def one() -> None:
-        async with gate:
-            ids.append(await asyncio.to_thread(run_one))
 
     empty = await asyncio.to_thread(footprint, [], None)
     try:
         for target in steps:
             started = time.perf_counter()
-            await asyncio.gather(*(one() for _ in range(target - len(ids))))
+            jobs = [starts.submit(run_one) for _ in range(target - len(ids))]
+            await asyncio.gather(*(asyncio.wrap_future(job) for job in jobs))
             created = time.perf_counter() - started
             await asyncio.sleep(2)  # let the new containers settle
             now = await asyncio.to_thread(footprint, ids, None)
@@ -371,6 +369,8 @@ async def baseline_ramp(bench: Bench, steps: list[int], ramp: Ramp) -> None:
             )
             print(f"scale: baseline {asdict(ramp.baseline[-1])}", file=sys.stderr, flush=True)
     finally:
+        # starts in flight finish first (a cancelled await does not stop its thread)
+        await asyncio.to_thread(starts.shutdown, wait=True, cancel_futures=True)
         await remove_containers(bench, ids)
 
 
