@@ -103,6 +103,23 @@ def test_an_interrupted_ramp_leaves_nothing(
     assert left_behind(docker_client, run_id) == []
 
 
+@pytest.mark.docker
+def test_a_ramp_stops_at_its_bound_and_names_it(
+    tmp_path: Path, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    """A time budget too short for the first step: no step is started, the line says
+    which bound stopped the ramp."""
+    run_id = secrets.token_hex(4)
+    command = [*scale_command(run_id, "3,5", tmp_path), "--no-baseline", "--budget-s", "5"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == (
+        "scale: live=0 mem/episode=nan MiB p99=nan ms health-p99=nan ms first-limit=time-budget"
+    )
+    assert json.loads((tmp_path / "scale.json").read_text())["steps"] == []
+    assert left_behind(docker_client, run_id) == []
+
+
 def test_the_plot_draws_each_series_and_escapes_labels() -> None:
     panels = [
         Panel("memory <MiB>", [Series("a & b", [(0, 1.0), (100, 2.0)]), Series("c", [])]),
