@@ -708,6 +708,24 @@ async def run(bench: Bench) -> list[Row]:
     return rows(ramp)
 
 
+def replot(reports: list[Path], svg: Path) -> None:
+    """One plot and table of several runs' JSON reports (`--json`), their steps merged by
+    live episodes (a later report's step replaces an earlier one of the same size)."""
+    steps: dict[int, Step] = {}
+    baseline: dict[int, BaselineStep] = {}
+    ramp = Ramp()
+    for path in reports:
+        report = json.loads(path.read_text())
+        steps.update({s["live"]: Step(**s) for s in report["steps"]})
+        baseline.update({b["live"]: BaselineStep(**b) for b in report["baseline"]})
+        ramp.first_limit, ramp.why = report["first_limit"], report["why"]
+    ramp.steps = [steps[n] for n in sorted(steps)]
+    ramp.baseline = [baseline[n] for n in sorted(baseline)]
+    write_plot(ramp, svg)
+    print(markdown_table(ramp))
+    print(scale_line(ramp))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", default=",".join(map(str, STEPS)), help="live episodes")
@@ -717,7 +735,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 s call phases, not 5 s")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--budget-s", type=float, default=TIME_BUDGET_S, help="ramp time")
+    parser.add_argument("--replot", type=Path, nargs="+", help="--json reports: plot, no run")
     args = parser.parse_args()
+    if args.replot:
+        replot(args.replot, args.svg or DEFAULT_SVG)
+        return
     bench = Bench(quick=args.quick)
     if args.run_id is not None:
         bench.run_id = args.run_id

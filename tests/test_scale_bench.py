@@ -11,6 +11,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import docker
@@ -136,3 +137,36 @@ def test_ticks_are_round_and_cover_the_range() -> None:
     assert nice_ticks(0, 7.3) == [0, 2, 4, 6, 8]
     ticks = nice_ticks(0, 0)  # one value: still an axis
     assert ticks[0] == 0 and ticks[-1] > 0
+
+
+def test_replot_merges_runs_by_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--replot`: the steps of several reports in one table and plot, a later report's
+    step replacing an earlier one of the same size."""
+    from bench.scale import BaselineStep, Step, replot
+
+    def report(name: str, sizes: list[int], p99: float, limit: str) -> Path:
+        steps = [asdict(Step(n, n, 1.0, call_p99_ms=p99, mem_per_episode_mib=9.0)) for n in sizes]
+        base = [asdict(BaselineStep(n, 1.0, 3.0, 3.0, 2.5, 0.5)) for n in sizes]
+        path = tmp_path / name
+        path.write_text(
+            json.dumps({"steps": steps, "baseline": base, "first_limit": limit, "why": ""})
+        )
+        return path
+
+    svg = tmp_path / "plot.svg"
+    replot(
+        [
+            report("a.json", [100, 250], 5.0, "time-budget"),
+            report("b.json", [250, 1000], 7.0, "none"),
+        ],
+        svg,
+    )
+    out = capsys.readouterr().out
+    assert [
+        line.split("|")[1].strip()
+        for line in out.splitlines()
+        if line.startswith("| 1") or line.startswith("| 2")
+    ] == ["100", "250", "1000"]
+    assert out.splitlines()[-1].startswith("scale: live=1000 mem/episode=9.0 MiB p99=7.0 ms")
+    assert out.splitlines()[-1].endswith("first-limit=none")
+    assert svg.read_text().count("<polyline") >= 6
