@@ -33,6 +33,7 @@ from bench import (
     protocol,
     recording,
     roundtrip,
+    scale,
     server_image,
     startlag,
     storage_bound,
@@ -63,6 +64,7 @@ PARTS = {
     "storage_bound": storage_bound,
     "startlag": startlag,
     "orphans": orphans,
+    "scale": scale,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

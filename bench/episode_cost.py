@@ -3,9 +3,9 @@
 
 One server (bench's `Shell` environment, a real container sandbox with its guest) holds
 N idle sessions at a time; at each N the script reads, from /proc, the server's file
-descriptors, threads and memory maps; the engine's (dockerd by its pid file, containerd
-by the pid file dockerd writes) fds and threads; each sandbox's containerd shim (the
-parent of the container's init) and the container's own tasks; and host-wide counters
+descriptors, threads and memory maps; the engine's fds and threads, each sandbox's
+containerd shim and the container's own tasks (`bench.engine_use`, which `bench.scale`
+reads too); and host-wide counters
 (open files, inotify instances and watches, conntrack entries, mounts, keys of uid 0).
 The per-episode cost is the growth from the smallest N to the largest divided by the
 sessions added. The figures in `orsbox.sandbox.host_limits` come from this script.
@@ -23,37 +23,13 @@ from pathlib import Path
 import docker
 
 from bench import servers
+from bench.engine_use import EngineUse, fds, threads
 from bench.idle import check_and_delete, ready_session
-
-DOCKERD_PIDFILE = Path("/var/run/docker.pid")
-CONTAINERD_PIDFILE = Path("/run/docker/containerd/containerd.pid")
-
-
-def _count(path: str) -> int:
-    with contextlib.suppress(OSError):
-        return len(os.listdir(path))
-    return 0
-
-
-def _threads(pid: int) -> int:
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
 
 
 def _lines(path: str) -> int:
     with contextlib.suppress(OSError), open(path) as f:
         return sum(1 for _ in f)
-    return 0
-
-
-def _ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("PPid:"):
-                return int(line.split()[1])
     return 0
 
 
@@ -86,31 +62,23 @@ def _sys(name: str) -> int:
 
 
 def readings(server_pid: int, server_id: str) -> dict[str, int]:
-    dockerd = int(DOCKERD_PIDFILE.read_text().split()[0])
-    containerd = int(CONTAINERD_PIDFILE.read_text().split()[0])
     client = docker.from_env()
-    ours = client.containers.list(filters={"label": f"orsbox.server={server_id}"})
-    shims = [_ppid(c.attrs["State"]["Pid"]) for c in ours]
-    container_tasks = 0
-    for c in ours:
-        with contextlib.suppress(OSError):
-            pids = Path(f"/sys/fs/cgroup/pids/docker/{c.id}/pids.current")
-            container_tasks += int(pids.read_text())
+    ours = client.api.containers(filters={"label": f"orsbox.server={server_id}"})
     client.close()
+    engine = EngineUse.read(c["Id"] for c in ours)
     instances, watches = _inotify()
     return {
-        "containers": len(ours),
-        "server fds": _count(f"/proc/{server_pid}/fd"),
-        "server threads": _threads(server_pid),
+        "containers": engine.containers,
+        "server fds": fds(server_pid),
+        "server threads": threads(server_pid),
         "server maps": _lines(f"/proc/{server_pid}/maps"),
-        "dockerd fds": _count(f"/proc/{dockerd}/fd"),
-        "dockerd threads": _threads(dockerd),
-        "dockerd maps": _lines(f"/proc/{dockerd}/maps"),
-        "containerd fds": _count(f"/proc/{containerd}/fd"),
-        "containerd threads": _threads(containerd),
-        "shim fds": sum(_count(f"/proc/{p}/fd") for p in shims),
-        "shim threads": sum(_threads(p) for p in shims),
-        "container tasks": container_tasks,
+        "dockerd fds": engine.dockerd_fds,
+        "dockerd threads": engine.dockerd_threads,
+        "containerd fds": engine.containerd_fds,
+        "containerd threads": engine.containerd_threads,
+        "shim fds": engine.shim_fds,
+        "shim threads": engine.shim_threads,
+        "container tasks": engine.container_tasks,
         "host open files": _sys("fs/file-nr"),
         "host inotify instances": instances,
         "host inotify watches": watches,

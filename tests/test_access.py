@@ -26,6 +26,7 @@ from orsbox.settings import Settings
 from tests.conftest import PROTOCOL_ENVS
 from tests.fixture_envs.protocol_envs import Protocol
 from tests.servers import LiveServer, start_server
+from tests.waiting import wait_until
 
 TOKEN = "tok-" + uuid.uuid4().hex
 
@@ -110,6 +111,32 @@ def test_sessions_starting_at_once_are_bounded() -> None:
         assert codes == [200, 200, 503]
         for i in range(3):
             client.post("/delete", headers={"X-Session-ID": f"s{i}"})
+
+
+def test_health_counts_sessions_in_setup_as_they_start_end_fail_and_go() -> None:
+    """The `starting` count /health reports (and /create bounds by `max_starting`) is
+    kept as sessions change: up at /create, down when setup ends, fails, or the session
+    is deleted mid-setup."""
+    app = create_app([Protocol], Settings(max_starting=3, setup_wait_s=0))
+    specs = {"slow": {"setup_s": 30}, "quick": {}, "broken": {"fail_setup": True}}
+    with TestClient(app) as client:
+
+        def load() -> dict[str, int]:
+            return client.get("/health").json()
+
+        for sid, spec in specs.items():
+            r = client.post("/create", headers={"X-Session-ID": sid}, json={"task_spec": spec})
+            assert r.status_code == 200, r.text
+        settled = wait_until(lambda: load()["starting"] == 1 and load(), 10, message="setups end")
+        assert settled["sessions"] == 3  # the failed one is still a session until deleted
+        other = client.post("/create", headers={"X-Session-ID": "next"}, json={"task_spec": {}})
+        assert other.status_code == 200  # room again under max_starting=3
+        wait_until(lambda: load()["starting"] == 1, 10, message="the new session setup ends")
+        client.post("/delete", headers={"X-Session-ID": "slow"})  # mid-setup
+        assert load()["starting"] == 0 and load()["sessions"] == 3
+        for sid in ("quick", "broken", "next"):
+            client.post("/delete", headers={"X-Session-ID": sid})
+        assert load()["sessions"] == 0 and load()["starting"] == 0
 
 
 class Networked(SingleTask, BashTool):
