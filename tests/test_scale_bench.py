@@ -52,7 +52,7 @@ def test_a_tiny_ramp_prints_its_line_and_leaves_nothing(
 ) -> None:
     run_id = secrets.token_hex(4)
     done = subprocess.run(
-        scale_command(run_id, "3,5", tmp_path),
+        scale_command(run_id, "2,3", tmp_path),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -62,16 +62,16 @@ def test_a_tiny_ramp_prints_its_line_and_leaves_nothing(
     found = LINE.findall(done.stdout)
     assert len(found) == 1, done.stdout
     live, _, p99, health, limit = found[0]
-    assert live == "5" and limit == "none", done.stdout
+    assert live == "3" and limit == "none", done.stdout
     assert float(p99) > 0 and float(health) > 0
     report = json.loads((tmp_path / "scale.json").read_text())
-    assert [s["live"] for s in report["steps"]] == [3, 5]
-    assert [b["live"] for b in report["baseline"]] == [3, 5]
+    assert [s["live"] for s in report["steps"]] == [2, 3]
+    assert [b["live"] for b in report["baseline"]] == [2, 3]
     for step in report["steps"]:
         assert step["failures"] == 0 and step["call_errors"] == 0, step
         assert step["mem_per_episode_mib"] > 0 and step["server_fds"] > 0, step
         assert step["shim_fds"] > 0 and step["engine_mib"] > 0, step
-    assert "| 5 |" in done.stdout  # the table's row for the step
+    assert "| 3 |" in done.stdout  # the table's row for the step
     assert (tmp_path / "scale.svg").read_text().startswith("<svg")
     assert left_behind(docker_client, run_id) == []
 
@@ -82,7 +82,7 @@ def test_an_interrupted_ramp_leaves_nothing(
 ) -> None:
     run_id = secrets.token_hex(4)
     ramp = subprocess.Popen(
-        scale_command(run_id, "3,6", tmp_path),
+        scale_command(run_id, "2,4", tmp_path),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -111,7 +111,7 @@ def test_a_ramp_stops_at_its_bound_and_names_it(
     """A time budget too short for the first step: no step is started, the line says
     which bound stopped the ramp."""
     run_id = secrets.token_hex(4)
-    command = [*scale_command(run_id, "3,5", tmp_path), "--no-baseline", "--budget-s", "5"]
+    command = [*scale_command(run_id, "2,3", tmp_path), "--no-baseline", "--budget-s", "5"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == (

@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker]
 
 BLOB_MB = 2
 IMAGES = 6
-PER_IMAGE = 3
+PER_IMAGE = 2  # sessions per image in the routing test: 12, shuffled
 
 
 @pytest.fixture(scope="module")
