@@ -63,11 +63,19 @@ async def open_session(url: str, env: str) -> Session:
     return Session(conn, sid, env)
 
 
+def default_log_dir() -> Path:
+    """Where a run's servers write their logs and episodes: `$ORSBOX_BENCH_LOG_DIR`
+    (the tests point it into their own temporary folder, so they leave nothing in
+    /tmp), else /tmp/orsbox-bench-PID, kept for a person to read after the run."""
+    configured = os.environ.get("ORSBOX_BENCH_LOG_DIR")
+    return Path(configured) if configured else Path("/tmp") / f"orsbox-bench-{os.getpid()}"
+
+
 @dataclass
 class Bench:
     quick: bool = False
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
-    log_dir: Path = field(default_factory=lambda: Path("/tmp") / f"orsbox-bench-{os.getpid()}")
+    log_dir: Path = field(default_factory=lambda: default_log_dir())
     image: str = BASE_IMAGE
     raw: dict[str, Any] = field(default_factory=dict)
     _servers: list[servers.BenchServer] = field(default_factory=list)

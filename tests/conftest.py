@@ -87,6 +87,18 @@ def base_image(docker_client: docker.DockerClient) -> str:
     return BASE_IMAGE
 
 
+@pytest.fixture(autouse=True, scope="session")
+def bench_logs_in_a_temporary_folder(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """The benches the tests run (in process or as `python -m bench...`) write their
+    servers' logs under pytest's temporary folder, not /tmp/orsbox-bench-PID."""
+    folder = tmp_path_factory.mktemp("bench-logs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ORSBOX_BENCH_LOG_DIR", str(folder))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_containers(request: pytest.FixtureRequest) -> Iterator[None]:
     """After every Docker test: no orsbox-labelled container it started may remain.
