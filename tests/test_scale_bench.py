@@ -82,7 +82,7 @@ def test_an_interrupted_ramp_leaves_nothing(
 ) -> None:
     run_id = secrets.token_hex(4)
     ramp = subprocess.Popen(
-        scale_command(run_id, "2,4", tmp_path),
+        scale_command(run_id, "3,6", tmp_path),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

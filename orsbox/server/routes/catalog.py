@@ -26,7 +26,7 @@ from orsbox.server.openapi import errors
 router = APIRouter()
 
 
-@router.get("/health", responses=errors(503))
+@router.get("/health", responses=errors(400, 503))
 async def health(request: Request, room: bool = False) -> Any:
     """200 while the server runs; `degraded` (still 200) when sandboxes cannot start.
     Also this cell's id and load (live sessions, starting, capacity): what a router or
