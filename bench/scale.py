@@ -747,9 +747,15 @@ def main() -> None:
 
     async def go() -> Ramp:
         try:
-            return await measure(bench, steps, not args.no_baseline, args.budget_s)
+            ramp = await measure(bench, steps, not args.no_baseline, args.budget_s)
         finally:
             await bench.cleanup()
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # interrupted (SIGINT) where a step took the cancellation for an error of its
+            # own: the ramp did not finish, so it must not exit as though it had
+            raise asyncio.CancelledError
+        return ramp
 
     ramp = asyncio.run(go())
     report(bench, ramp, args.svg)

@@ -82,7 +82,8 @@ def test_an_interrupted_ramp_leaves_nothing(
 ) -> None:
     run_id = secrets.token_hex(4)
     ramp = subprocess.Popen(
-        scale_command(run_id, "3,6", tmp_path),
+        # a second step long enough (40 episodes) that the signal lands in it on any machine
+        scale_command(run_id, "3,40", tmp_path),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
