@@ -14,6 +14,12 @@ from orsbox.sandbox.docker import labels as L
 from tests.servers import STARTED_PIDS, LiveServer, start_server
 from tests.waiting import poll_until
 
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which
+# would fix the in-process rich consoles of the CLI at 80 columns when they are imported and
+# reach every command a test starts: a worker runs as a plain pytest process does.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 # The openreward client's PyPI update check is network traffic this machine cannot make.
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 # Servers the tests start record their episodes in this run's own database, not the

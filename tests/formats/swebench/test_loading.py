@@ -4,6 +4,7 @@ the load with the file, the row and the problem. No Docker needed."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +196,8 @@ def test_orsbox_serve_stops_at_load_naming_file_row_and_problem(tmp_path: Path) 
     row = dataset.v4_row()
     del row["base_commit"]
     path = dataset.write_jsonl(tmp_path / "bad.jsonl", [row])
-    done = orsbox("serve", f"swebench:{path}", "--port", "1", timeout=120)
+    wide = {**os.environ, "COLUMNS": "300"}  # the error panel unwrapped
+    done = orsbox("serve", f"swebench:{path}", "--port", "1", timeout=120, env=wide)
     message = " ".join(done.stderr.replace("│", " ").split())
     assert done.returncode != 0
     assert "row 0 (pytest-dev__pytest-1): missing required field 'base_commit'" in message
