@@ -13,53 +13,64 @@ python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,do
 # minutes. The GRPOTrainer smoke that needs them runs under `-m trl` (docs/train-with-trl.md).
 python3 -m pip install --quiet --disable-pip-version-check --no-deps trl==1.16.0
 export ORSBOX_REQUIRE_TRL=1
+# Harbor 0.26 itself (Python >= 3.12, from pyenv) for the Harbor environment's parity
+# tests (tests/integrations/test_harbor_environment.py), with this checkout's orsbox:
+# installed in the background while the engine starts and the images build.
+HARBOR_VENV="${ORSBOX_HARBOR_VENV:-/opt/orsbox-harbor-venv}"
+harbor_log="$(mktemp)"
+(
+    if [ ! -x "$HARBOR_VENV/bin/harbor" ]; then
+        "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python" -m venv "$HARBOR_VENV"
+        "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check harbor==0.26.0
+    fi
+    "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check -e .
+) >"$harbor_log" 2>&1 &
+harbor_install=$!
 bash scripts/start-docker.sh
-# The status page test drives a real headless browser (tests/monitoring/test_status_page.py)
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+# Debian's packages for the tests, in one apt transaction (each `apt-get update` costs
+# seconds on a fresh machine): chromium and its driver for the status page test
+# (tests/monitoring/test_status_page.py); HAProxy and iproute2 for the cluster router
+# (`ip`: each cell's private engine gets a bridge of its own; docs/cluster.md);
+# docker-registry for the loopback registry (tests/registry.py, orsbox.cluster.registry);
+# Debian's docker-compose 1.29, which brings deploy/compose up (tests/deploy); squid
+# and iptables for allow-listed networks' egress proxy (orsbox.sandbox.docker.proxy,
+# docs/network.md), run by orsbox per sandbox: the package's own service is not wanted.
+packages=()
+command -v chromium >/dev/null && command -v chromedriver >/dev/null || packages+=(chromium chromium-driver)
+command -v haproxy >/dev/null && command -v ip >/dev/null || packages+=(haproxy iproute2)
+command -v docker-registry >/dev/null || packages+=(docker-registry)
+command -v docker-compose >/dev/null || packages+=(docker-compose)
+no_squid=0
+command -v squid >/dev/null || [ -x /usr/sbin/squid ] || no_squid=1
+if [ "${#packages[@]}" -gt 0 ] || [ "$no_squid" = 1 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
-fi
-# The cluster tests' router (tests/cluster, docs/cluster.md): HAProxy from Debian
-# and iproute2 (`ip`: each cell's private engine gets a bridge of its own)
-if ! command -v haproxy >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy iproute2 >/dev/null
-fi
-# The two-engine pull test's registry, served on loopback (tests/registry.py)
-if ! command -v docker-registry >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null
-fi
-# Allow-listed networks' egress proxy (orsbox.sandbox.docker.proxy, docs/network.md):
-# squid from Debian, run by orsbox per sandbox; the package's own service is not wanted.
-if ! command -v squid >/dev/null 2>&1 && [ ! -x /usr/sbin/squid ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends squid iptables >/dev/null
-    (systemctl disable --now squid || service squid stop) >/dev/null 2>&1 || true
+    if [ "${#packages[@]}" -gt 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+    fi
+    if [ "$no_squid" = 1 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends squid iptables >/dev/null
+        (systemctl disable --now squid || service squid stop) >/dev/null 2>&1 || true
+    fi
 fi
 bash scripts/build-images.sh
-# The deployment (tests/deploy, README "Running the server in Docker"): the server and
-# router images, built without network inside the build, and Debian's docker-compose
-# 1.29, which brings deploy/compose up
-if ! command -v docker-compose >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
-fi
+# The deployment's images (tests/deploy, README "Running the server in Docker"): the
+# server and router images, built without network inside the build
 python3 -m orsbox.cli.main build --server
-# Harbor 0.26 itself (Python >= 3.12, from pyenv) for the Harbor environment's parity
-# tests (tests/integrations/test_harbor_environment.py), with this checkout's orsbox
-HARBOR_VENV="${ORSBOX_HARBOR_VENV:-/opt/orsbox-harbor-venv}"
-if [ ! -x "$HARBOR_VENV/bin/harbor" ]; then
-    "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python" -m venv "$HARBOR_VENV"
-    "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check harbor==0.26.0
+if ! wait "$harbor_install"; then
+    cat "$harbor_log" >&2
+    echo "the Harbor venv ($HARBOR_VENV) could not be installed" >&2
+    exit 1
 fi
-"$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check -e .
+rm -f "$harbor_log"
 export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
 ruff check .
 ruff format --check orsbox tests docs/hooks
 # Types: mypy over orsbox/ as [tool.mypy] in pyproject.toml says (its cache in
-# .mypy_cache): about 30 s cold on 2 idle cores (26 s of CPU), 3 s from the cache
-python3 -m mypy
+# .mypy_cache): about 30 s cold on 2 idle cores (26 s of CPU), 3 s from the cache; it
+# runs while the gVisor and Podman engines start
+type_log="$(mktemp)"
+python3 -m mypy >"$type_log" 2>&1 &
+type_check=$!
 # CI owns its Docker engine, so the tests that stop and restart it run here
 export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
 # gVisor: a second, private engine with runsc for the runsc half of the conformance and
@@ -91,4 +102,23 @@ stop_podman_engine() {
 }
 trap 'stop_runsc_engine; stop_podman_engine' EXIT
 export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"
-python3 -m pytest --durations=40 "$@"  # the slowest tests named in the log, to keep CI in budget
+# The suite in two parts. Most test files run three at a time (pytest-xdist, a file per
+# worker so that a module's server or cluster is made once): one pytest process left the
+# 2 cores idle much of the time, waiting on engines and containers (here: 28 minutes
+# alone, 16.5 three at a time). The tests marked `serial` (time bounds, host-wide
+# counts, the engine restart) then run alone, in under 3 minutes.
+# Arguments (`-m full_matrix`, a path) run just what they name, in one plain pytest.
+# --durations: the slowest tests named in the log, to keep CI in budget.
+if ! wait "$type_check"; then
+    cat "$type_log"
+    exit 1
+fi
+cat "$type_log"
+status=0
+if [ "$#" -gt 0 ]; then
+    python3 -m pytest --durations=40 "$@" || status=$?
+    exit "$status"
+fi
+python3 -m pytest -n "${ORSBOX_TEST_WORKERS:-3}" --dist loadfile -m "not serial" --durations=40 || status=$?
+python3 -m pytest -m serial --durations=10 || status=$?
+exit "$status"

@@ -21,7 +21,8 @@ from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 from tests.runtimes import docker_backend, runtime_available
 
-pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+# serial: a bomb's answer is bounded in time (±2 s), which holds on a machine not shared
+pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.serial]
 
 MIB = 1024**2
 BOMB_RUNS = int(os.environ.get("ORSBOX_GVISOR_BOMB_RUNS", "5"))

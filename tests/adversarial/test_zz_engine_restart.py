@@ -27,7 +27,7 @@ from tests.containers.conftest import labelled, open_episode, start_container_se
 from tests.sse_client import Stream
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.docker, pytest.mark.disruptive]
+pytestmark = [pytest.mark.docker, pytest.mark.disruptive, pytest.mark.serial]
 
 ENGINE_STOP_S = 60.0
 ENGINE_START_S = 90.0

@@ -97,6 +97,7 @@ async def test_the_startup_sweep_removes_what_dead_owners_left(
     assert leftovers["dead"] not in names and leftovers["alive"] in names
 
 
+@pytest.mark.serial  # every server's startup sweep removes the dead owner's container too
 def test_ps_and_gc(leftovers: dict[str, str], docker_client: docker.DockerClient) -> None:
     listing = orsbox("ps", env={**os.environ, "COLUMNS": "250"}).stdout
     for state, name in leftovers.items():

@@ -19,7 +19,8 @@ from orsbox.sandbox.docker.egress import chain_rules
 from tests.network.hosts import probe, serve_http
 from tests.servers import ROOT
 
-pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+# serial: it counts every egress proxy on the host (pgrep) and runs `orsbox gc`
+pytestmark = [pytest.mark.docker, pytest.mark.anyio, pytest.mark.serial]
 
 ALLOWED, REFUSED = "allowed.orsbox.test", "refused.orsbox.test"
 
