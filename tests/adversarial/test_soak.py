@@ -10,6 +10,8 @@ twice); `pytest -m full_matrix` soaks each alone for two minutes. The full run i
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.serial]
 
 RUNTIMES = ["runc", "runsc"]  # the OCI runtimes of the main backend
 TIMEOUT_S = 240
+STOP_TIMEOUT_S = 60  # a soak asked to stop removes its containers within this
 
 
 def start_soak(runtime: str, minutes: float, folder: Path) -> subprocess.Popen[str]:
@@ -34,8 +37,26 @@ def start_soak(runtime: str, minutes: float, folder: Path) -> subprocess.Popen[s
     command += ["--runtime", runtime]
     command += ["--sample", "5", "--json", str(folder / "soak.json"), "--log-dir", str(folder)]
     return subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its server with it, should it have to be killed
     )
+
+
+def stop_soak(soak: subprocess.Popen[str]) -> None:
+    """A soak still running past its time: Ctrl-C (it removes what it started), then
+    its whole process group, the server it started included."""
+    if soak.poll() is not None:
+        return
+    soak.send_signal(signal.SIGINT)
+    try:
+        soak.communicate(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(soak.pid, signal.SIGKILL)
+        soak.communicate()
 
 
 def check_soak(soak: subprocess.Popen[str], folder: Path, timeout_s: float) -> None:
@@ -43,9 +64,7 @@ def check_soak(soak: subprocess.Popen[str], folder: Path, timeout_s: float) -> N
     try:
         output, _ = soak.communicate(timeout=timeout_s)
     finally:
-        if soak.poll() is None:
-            soak.kill()
-            soak.communicate()
+        stop_soak(soak)
     report_path = folder / "soak.json"
     assert report_path.exists(), output
     report = json.loads(report_path.read_text())
@@ -67,9 +86,7 @@ def test_a_short_soak_leaks_nothing(tmp_path: Path, base_image: str) -> None:
             check_soak(soak, tmp_path / runtime, TIMEOUT_S)
     finally:
         for soak in soaks.values():
-            if soak.poll() is None:
-                soak.kill()
-                soak.communicate()
+            stop_soak(soak)
 
 
 @pytest.mark.full_matrix

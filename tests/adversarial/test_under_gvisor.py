@@ -139,6 +139,8 @@ def test_a_sandbox_that_dies_under_an_episode_fails_it_with_the_reason(
     assert row["state"] == "failed" and "is gone" in row["error"], dict(row)
 
 
+# serial: runsc takes its bombed sandbox down in seconds alone, past a minute on a busy machine
+@pytest.mark.serial
 def test_a_fork_bomb_is_contained_or_ends_the_sandbox_as_oom(hostile: Episode) -> None:
     """GVISOR_DIFFERENCES["fork-bomb-memory"]: RLIMIT_NPROC stops the bomb at the pids
     limit, but each guest process also costs gVisor host memory, so with a small

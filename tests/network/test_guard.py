@@ -153,6 +153,7 @@ async def test_rules_listed_while_running_and_gone_after_close(base_image: str) 
     assert not [r for r in guard_rules() if r.owner["orsbox.server"] == "test-guard-rules"]
 
 
+@pytest.mark.serial  # any server's startup sweep removes dead servers' rules too
 def test_rules_of_a_killed_server_are_removed_by_gc(tmp_path: Path) -> None:
     server = start_server(
         ["tests/fixture_envs/container_envs.py:Sandboxed"],

@@ -197,6 +197,7 @@ async def test_a_server_killed_after_start_before_the_guest_arrived_leaves_nothi
     await wait_until_async(lambda: gone(docker_client, container_id), 10, 0.05, "no container")
 
 
+@pytest.mark.serial  # any server's startup sweep removes dead owners' containers too
 async def test_a_server_killed_before_start_leaves_an_inert_container_the_sweep_removes(
     backend: DockerBackend, base_image: str, docker_client: docker.DockerClient
 ) -> None:
@@ -216,6 +217,7 @@ def dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.serial  # any server's startup sweep removes dead owners' containers too
 async def test_sweep_removes_only_containers_of_dead_servers(
     backend: DockerBackend, base_image: str, docker_client: docker.DockerClient
 ) -> None:
