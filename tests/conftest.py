@@ -35,11 +35,35 @@ PROTOCOL_ENVS = [
 ]
 
 
+# The test files that take longest (each well over a minute on a busy machine), handed to
+# pytest-xdist's workers first (scripts/test.sh): one of them started last would keep
+# the run going alone after the others are done.
+LONGEST_FIRST = (
+    "tests/integrations/test_harbor_environment.py",
+    "tests/cluster/test_registry.py",
+    "tests/formats/swebench/test_patching.py",
+    "tests/integrations/test_inspect_eval.py",
+    "tests/environments/test_bundled_environments.py",
+    "tests/test_scale_bench.py",
+    "tests/formats/harbor/test_commands.py",
+    "tests/sandbox/test_shell.py",
+    "tests/cluster/test_cluster.py",
+    "tests/adversarial/test_schema_fuzz.py",
+    "tests/sandbox/test_image_cache_docker.py",
+    "tests/formats/harbor/test_episodes.py",
+    "tests/environments/test_readme_quick_start.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `full_matrix` (the rest of a slow matrix, or the longer run of a slow
+    """The longest files first, the rest in their order (a stable sort); then the tests
+    marked `full_matrix` (the rest of a slow matrix, or the longer run of a slow
     test, whose CI-sized part always runs) or `trl` (a real GRPOTrainer run,
     docs/train-with-trl.md) are skipped unless asked for: `pytest -m full_matrix`,
     `pytest -m trl`."""
+    rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
     asked = config.getoption("markexpr") or ""
     for marker in ("full_matrix", "trl"):
         if marker in asked:
