@@ -200,3 +200,42 @@ def test_doctor_proves_the_guard_and_says_what_it_blocks() -> None:
     assert "allowed: 10.213.0.0/16" in guard
     assert "egress proxy (allow-lists): Squid" in done.stdout
     assert not [r for r in guard_rules() if r.owner["orsbox.server"].startswith("doctor-")]
+
+
+@pytest.mark.serial  # it removes the engine's guarded network first, which others share
+def test_servers_making_the_guarded_network_at_once_all_get_it() -> None:
+    """Several servers of one engine starting together: each one's create either makes
+    the network or finds it made (Docker may answer "same bridge name" to a racing one)."""
+    import contextlib
+    import threading
+
+    import docker
+
+    from orsbox.sandbox.docker.engine import Engine
+    from orsbox.sandbox.docker.guarded import GuardedNetwork, remove_if_unused
+
+    engine = Engine()
+    networks = [GuardedNetwork(engine, f"test-guard-race-{n}", []) for n in range(6)]
+    with contextlib.suppress(docker.errors.NotFound):
+        remove_if_unused(engine, NETWORK)
+    start, errors = threading.Barrier(len(networks)), []
+
+    def ensure(network: GuardedNetwork) -> None:
+        start.wait()
+        try:
+            network._ensure_network()
+        except Exception as e:  # every one is reported
+            errors.append(e)
+
+    threads = [threading.Thread(target=ensure, args=(n,)) for n in networks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == []
+        found = engine.client.api.networks(names=[NETWORK])
+        assert [n["Name"] for n in found if n["Name"] == NETWORK] == [NETWORK]
+    finally:
+        remove_if_unused(engine, NETWORK)
+        engine.client.close()

@@ -21,9 +21,12 @@ iptables, no root) refuses networked sandboxes rather than start them unguarded.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -36,6 +39,8 @@ from orsbox.sandbox.docker.engine import Engine
 log = logging.getLogger("orsbox.sandbox.docker.guarded")
 
 NETWORK = "orsbox-guarded"
+# Servers of one host take turns creating the network (`_ensure_network`); the file stays
+LOCK_FILE = Path(tempfile.gettempdir()) / "orsbox-guarded-network.lock"
 LABEL = "orsbox.network"
 
 
@@ -67,6 +72,16 @@ class GuardedNetwork:
         return self.name
 
     def _ensure_network(self) -> None:
+        # One create at a time on this host. Docker's duplicate check races: two servers
+        # creating the network together can both pass it, one is refused ("networks have
+        # same bridge name"), and Docker 20.10 keeps the refused one in its store without
+        # addresses, so that dockerd panics at its next start (reservePools: index out of
+        # range). Measured here with six creates at once.
+        with LOCK_FILE.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._ensure_network_unlocked()
+
+    def _ensure_network_unlocked(self) -> None:
         api = self.engine.client.api
         found = api.networks(names=[self.name])
         if any(n.get("Name") == self.name for n in found):
@@ -83,8 +98,11 @@ class GuardedNetwork:
                 check_duplicate=True,
             )
             log.info("created the guarded network %s (bridge %s)", self.name, self.bridge)
-        except Exception as e:  # another server created it at the same moment
-            if "already exists" not in str(e):
+        except Exception:
+            # Another server created it at the same moment: Docker answers "already
+            # exists" or, when both creates passed its duplicate check, "networks have
+            # same bridge name". Either way the network is there to join.
+            if not any(n.get("Name") == self.name for n in api.networks(names=[self.name])):
                 raise
 
     async def close(self) -> None:
