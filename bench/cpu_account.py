@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import re
 import shutil
 import subprocess
@@ -98,19 +99,11 @@ async def profiled(
     """`level()` while py-spy records the server; its folded samples."""
     with tempfile.TemporaryDirectory(prefix="orsbox-cpu-account-") as folder:
         out = Path(folder) / "server.folded"
+        command = ["py-spy", "record", "--pid", str(server.pid), "--nonblocking"]
+        command += ["--full-filenames", "--rate", str(SAMPLE_RATE_HZ)]
+        command += ["--duration", str(int(seconds) + 1), "--format", "raw", "--output", str(out)]
         spy = subprocess.Popen(
-            [
-                *(
-                    "py-spy",
-                    "record",
-                    "--pid",
-                    str(server.pid),
-                    "--nonblocking",
-                    "--full-filenames",
-                ),
-                *("--rate", str(SAMPLE_RATE_HZ), "--duration", str(int(seconds) + 1)),
-                *("--format", "raw", "--output", str(out)),
-            ],
+            command,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -128,7 +121,7 @@ def machine_busy() -> tuple[float, float]:
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
     idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / 100, time.monotonic()
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK"), time.monotonic()
 
 
 async def run(bench: Bench) -> list[Row]:

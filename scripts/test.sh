@@ -104,9 +104,9 @@ trap 'stop_runsc_engine; stop_podman_engine' EXIT
 export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"
 # The suite in two parts. Most test files run three at a time (pytest-xdist, a file per
 # worker so that a module's server or cluster is made once): one pytest process left the
-# 2 cores idle much of the time, waiting on engines and containers (here: 28 minutes
-# alone, 16.5 three at a time). The tests marked `serial` (time bounds, host-wide
-# counts, the engine restart) then run alone, in under 3 minutes.
+# 2 cores partly idle while it waited on engines and containers (28 minutes here), three
+# keep both busy (14-18 minutes; four were no faster). The tests marked `serial` (time
+# bounds, host-wide counts, the engine restart) then run alone, in under 3 minutes.
 # Arguments (`-m full_matrix`, a path) run just what they name, in one plain pytest.
 # --durations: the slowest tests named in the log, to keep CI in budget.
 if ! wait "$type_check"; then

@@ -83,8 +83,7 @@ class GuardedNetwork:
 
     def _ensure_network_unlocked(self) -> None:
         api = self.engine.client.api
-        found = api.networks(names=[self.name])
-        if any(n.get("Name") == self.name for n in found):
+        if self._exists():
             return
         try:
             api.create_network(
@@ -102,8 +101,13 @@ class GuardedNetwork:
             # Another server created it at the same moment: Docker answers "already
             # exists" or, when both creates passed its duplicate check, "networks have
             # same bridge name". Either way the network is there to join.
-            if not any(n.get("Name") == self.name for n in api.networks(names=[self.name])):
+            if not self._exists():
                 raise
+
+    def _exists(self) -> bool:
+        """Whether the engine has the network (its name filter matches substrings)."""
+        found = self.engine.client.api.networks(names=[self.name])
+        return any(n.get("Name") == self.name for n in found)
 
     async def close(self) -> None:
         """Remove this server's rules, then the network unless others still use it
