@@ -423,6 +423,7 @@ async def episode_ramp(
             if ramp.first_limit:
                 break
             step_started = time.perf_counter()
+            print(f"scale: adding {added} episodes", file=sys.stderr, flush=True)
             new, failed = await add_episodes(server.url, name, group, added)
             group += math.ceil(added / GROUP)
             sids += new
