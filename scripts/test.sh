@@ -6,16 +6,27 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs]'
-# TRL's ORS adapter (tests/integrations/test_trl_adapter.py) imports neither torch nor
-# transformers, and what it does import (openreward, datasets) the test extra has: TRL
-# alone takes seconds where its dependencies (torch, transformers, accelerate) took
-# minutes. The GRPOTrainer smoke that needs them runs under `-m trl` (docs/train-with-trl.md).
-python3 -m pip install --quiet --disable-pip-version-check --no-deps trl==1.16.0
+# The Python side installs in the background while Debian's packages install below (on
+# a fresh machine both mostly wait on downloads). TRL's ORS adapter
+# (tests/integrations/test_trl_adapter.py) imports neither torch nor transformers, and
+# what it does import (openreward, datasets) the test extra has: TRL alone takes seconds
+# where its dependencies (torch, transformers, accelerate) took minutes. The
+# GRPOTrainer smoke that needs them runs under `-m trl` (docs/train-with-trl.md).
+pip_log="$(mktemp)"
+# the two editable installs of this checkout (here and Harbor's venv) take turns: each
+# writes orsbox.egg-info in the checkout
+editable_lock="$(mktemp)"
+(
+    flock "$editable_lock" \
+        python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs]'
+    python3 -m pip install --quiet --disable-pip-version-check --no-deps trl==1.16.0
+) >"$pip_log" 2>&1 &
+pip_install=$!
 export ORSBOX_REQUIRE_TRL=1
 # Harbor 0.26 itself (Python >= 3.12, from pyenv) for the Harbor environment's parity
 # tests (tests/integrations/test_harbor_environment.py), with this checkout's orsbox:
-# installed in the background while the engine starts and the images build.
+# installed in the background while the packages install, the engine starts and the
+# images build.
 HARBOR_VENV="${ORSBOX_HARBOR_VENV:-/opt/orsbox-harbor-venv}"
 harbor_log="$(mktemp)"
 (
@@ -23,12 +34,14 @@ harbor_log="$(mktemp)"
         "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python" -m venv "$HARBOR_VENV"
         "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check harbor==0.26.0
     fi
-    "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check -e .
+    flock "$editable_lock" "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check -e .
 ) >"$harbor_log" 2>&1 &
 harbor_install=$!
-bash scripts/start-docker.sh
-# Debian's packages for the tests, in one apt transaction (each `apt-get update` costs
-# seconds on a fresh machine): chromium and its driver for the status page test
+# Debian's packages, all in one apt transaction (each `apt-get update` and dpkg run
+# costs seconds on a fresh machine): docker.io (scripts/start-docker.sh); Podman and
+# catatonit, runsc from bookworm-backports (Debian 12's own 2022 build breaks statx), for
+# the second engines (scripts/start-podman-engine.sh, start-runsc-engine.sh, which would
+# install them alone otherwise); chromium and its driver for the status page test
 # (tests/monitoring/test_status_page.py); HAProxy and iproute2 for the cluster router
 # (`ip`: each cell's private engine gets a bridge of its own; docs/cluster.md);
 # docker-registry for the loopback registry (tests/registry.py, orsbox.cluster.registry);
@@ -36,6 +49,13 @@ bash scripts/start-docker.sh
 # and iptables for allow-listed networks' egress proxy (orsbox.sandbox.docker.proxy,
 # docs/network.md), run by orsbox per sandbox: the package's own service is not wanted.
 packages=()
+command -v dockerd >/dev/null || packages+=(docker.io)
+command -v podman >/dev/null && command -v catatonit >/dev/null || packages+=(podman catatonit)
+if ! command -v runsc >/dev/null || runsc --version 2>&1 | grep -q '0.0~2022'; then
+    echo "deb http://deb.debian.org/debian bookworm-backports main" \
+        >/etc/apt/sources.list.d/orsbox-bookworm-backports.list
+    packages+=(runsc/bookworm-backports)
+fi
 command -v chromium >/dev/null && command -v chromedriver >/dev/null || packages+=(chromium chromium-driver)
 command -v haproxy >/dev/null && command -v ip >/dev/null || packages+=(haproxy iproute2)
 command -v docker-registry >/dev/null || packages+=(docker-registry)
@@ -52,31 +72,28 @@ if [ "${#packages[@]}" -gt 0 ] || [ "$no_squid" = 1 ]; then
         (systemctl disable --now squid || service squid stop) >/dev/null 2>&1 || true
     fi
 fi
-bash scripts/build-images.sh
-# The deployment's images (tests/deploy, README "Running the server in Docker"): the
-# server and router images, built without network inside the build
-python3 -m orsbox.cli.main build --server
-if ! wait "$harbor_install"; then
-    cat "$harbor_log" >&2
-    echo "the Harbor venv ($HARBOR_VENV) could not be installed" >&2
+bash scripts/start-docker.sh
+if ! wait "$pip_install"; then
+    cat "$pip_log" >&2
+    echo "the Python packages could not be installed" >&2
     exit 1
 fi
-rm -f "$harbor_log"
-export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
-ruff check .
-ruff format --check orsbox tests docs/hooks
+cat "$pip_log"
+rm -f "$pip_log"
 # Types: mypy over orsbox/ as [tool.mypy] in pyproject.toml says (its cache in
 # .mypy_cache): about 30 s cold on 2 idle cores (26 s of CPU), 3 s from the cache; it
-# runs while the gVisor and Podman engines start
+# runs while the images build and the gVisor and Podman engines start
 type_log="$(mktemp)"
 python3 -m mypy >"$type_log" 2>&1 &
 type_check=$!
+bash scripts/build-images.sh
 # CI owns its Docker engine, so the tests that stop and restart it run here
 export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
 # gVisor: a second, private engine with runsc for the runsc half of the conformance and
-# adversarial tests (tests/runtimes.py); they fail rather than skip when it is missing.
-# It is stopped when the tests end; the main engine is never touched.
-bash scripts/start-runsc-engine.sh
+# adversarial tests (tests/runtimes.py); Podman: its Docker-compatible API as a third
+# real engine for the conformance suite. The tests fail rather than skip when either
+# is missing. Both start (each loads the base image) while the deployment's images
+# build, and stop when the tests end; the main engine is never touched.
 stop_runsc_engine() {
     local pid
     pid="$(cat "${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}" 2>/dev/null || true)"
@@ -85,12 +102,6 @@ stop_runsc_engine() {
     fi
     ip link del "${ORSBOX_RUNSC_BRIDGE:-orsbox-gvisor}" 2>/dev/null || true
 }
-trap stop_runsc_engine EXIT
-export ORSBOX_REQUIRE_RUNSC="${ORSBOX_REQUIRE_RUNSC:-1}"
-# Podman: its Docker-compatible API as a second real engine for the conformance suite
-# (tests/runtimes.py); the tests fail rather than skip when it is missing. Stopped when
-# the tests end, with the runsc engine.
-bash scripts/start-podman-engine.sh >/dev/null
 stop_podman_engine() {
     local pid
     pid="$(cat "${ORSBOX_PODMAN_PIDFILE:-/tmp/orsbox-podman-service.pid}" 2>/dev/null || true)"
@@ -101,7 +112,26 @@ stop_podman_engine() {
     umount "${ORSBOX_PODMAN_ROOT:-/var/lib/orsbox-podman}/storage/overlay" 2>/dev/null || true
 }
 trap 'stop_runsc_engine; stop_podman_engine' EXIT
+bash scripts/start-runsc-engine.sh &
+runsc_start=$!
+bash scripts/start-podman-engine.sh >/dev/null &
+podman_start=$!
+# The deployment's images (tests/deploy, README "Running the server in Docker"): the
+# server and router images, built without network inside the build
+python3 -m orsbox.cli.main build --server
+wait "$runsc_start"
+wait "$podman_start"
+export ORSBOX_REQUIRE_RUNSC="${ORSBOX_REQUIRE_RUNSC:-1}"
 export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"
+if ! wait "$harbor_install"; then
+    cat "$harbor_log" >&2
+    echo "the Harbor venv ($HARBOR_VENV) could not be installed" >&2
+    exit 1
+fi
+rm -f "$harbor_log" "$editable_lock"
+export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
+ruff check .
+ruff format --check orsbox tests docs/hooks
 # The suite in two parts. Most test files run three at a time (pytest-xdist, a file per
 # worker so that a module's server or cluster is made once): one pytest process left the
 # 2 cores partly idle while it waited on engines and containers (28 minutes here), three
