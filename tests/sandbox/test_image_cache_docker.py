@@ -15,7 +15,6 @@ import contextlib
 import io
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import docker
 import docker.errors
@@ -36,7 +35,7 @@ LABEL = "orsbox.test.image-cache"
 BLOB_MB = 4
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def run_label(docker_client: docker.DockerClient) -> Iterator[str]:
     token = uuid.uuid4().hex[:12]
     yield token
@@ -46,12 +45,16 @@ def run_label(docker_client: docker.DockerClient) -> Iterator[str]:
                 docker_client.images.remove(tag, force=True)
 
 
-@pytest.fixture
-def registered(
-    tmp_path: Path, base_image: str, docker_client: docker.DockerClient, run_label: str
+@pytest.fixture(scope="module")
+def pushed(
+    tmp_path_factory: pytest.TempPathFactory,
+    base_image: str,
+    docker_client: docker.DockerClient,
+    run_label: str,
 ) -> Iterator[list[str]]:
-    """Five images on the loopback registry only, each its own random layer."""
-    with local_registry(tmp_path) as registry:
+    """Five images on the loopback registry, each its own random layer: built and
+    pushed once for the module's tests."""
+    with local_registry(tmp_path_factory.mktemp("registry")) as registry:
         names = []
         for n in range(5):
             name = f"{registry}/orsbox-test/cache-{run_label}-{n}:1"
@@ -64,9 +67,18 @@ def registered(
             )
             for event in docker_client.api.push(name, stream=True, decode=True):
                 assert "error" not in event, event
-            docker_client.images.remove(name)
             names.append(name)
         yield names
+
+
+@pytest.fixture
+def registered(pushed: list[str], docker_client: docker.DockerClient) -> list[str]:
+    """The five images on the registry only: gone from the engine (as pushed, or pulled
+    by an earlier test), so each use is a real pull."""
+    for name in pushed:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(name, force=True)
+    return pushed
 
 
 async def episode(backend: ImageCachingBackend, image: str, session: str) -> Sandbox:
