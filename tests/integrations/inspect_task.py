@@ -56,3 +56,10 @@ def orsbox_answer(url: str = "", token: str = "", answer: str = "42") -> Task:
         sandbox=("orsbox", config),
         model=get_model("mockllm/model", custom_outputs=scripted(answer)),
     )
+
+
+@task
+def orsbox_wrong_answer(url: str = "", token: str = "") -> Task:
+    """`orsbox_answer` with the model writing 41: it must score 0. A task of its own, so
+    that one `inspect eval` runs both (Inspect's import is most of an eval's CPU)."""
+    return orsbox_answer(url, token, answer="41")

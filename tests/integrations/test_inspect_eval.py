@@ -22,22 +22,24 @@ from orsbox.cluster.local import LocalCluster
 from tests.servers import ROOT, free_port
 
 TASK = "tests/integrations/inspect_task.py@orsbox_answer"
+WRONG_TASK = "tests/integrations/inspect_task.py@orsbox_wrong_answer"  # the model writes 41
 TOKEN = "inspect-cluster-token-0123456789"
 LABEL = "orsbox.inspect.task"
 
 
-def inspect_eval(tmp_path: Path, *task_args: str) -> dict:
-    """Run `inspect eval` and return its log (JSON)."""
+def inspect_eval(tmp_path: Path, *task_args: str) -> dict[str, dict]:
+    """Run `inspect eval` on both tasks (the right answer and the wrong one) in one
+    process, and return each task's log (JSON) by its name."""
     logs = tmp_path / "logs"
-    argv = [sys.executable, "-m", "inspect_ai", "eval", TASK, "--log-dir", str(logs)]
+    argv = [sys.executable, "-m", "inspect_ai", "eval", TASK, WRONG_TASK, "--log-dir", str(logs)]
     argv += ["--log-format", "json", "--display", "plain", "--no-log-images"]
     for arg in task_args:
         argv += ["-T", arg]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "INSPECT_LOG_LEVEL": "warning"}
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (log,) = logs.glob("*.json")
-    return json.loads(log.read_text())
+    found = [json.loads(log.read_text()) for log in logs.glob("*.json")]
+    return {log["eval"]["task"]: log for log in found}
 
 
 def accuracy(log: dict) -> float:
@@ -55,11 +57,11 @@ def tool_outputs(log: dict) -> list[str]:
 def test_inspect_eval_in_process_scores_what_the_tools_did(
     tmp_path: Path, base_image: str, docker_client
 ) -> None:
-    log = inspect_eval(tmp_path / "right")
-    assert accuracy(log) == 1.0
-    assert tool_outputs(log) == ["orsbox\n", "4242\n"]  # bash as orsbox's user; python's print
-    wrong = inspect_eval(tmp_path / "wrong", "answer=41")
-    assert accuracy(wrong) == 0.0
+    logs = inspect_eval(tmp_path)
+    assert accuracy(logs["orsbox_answer"]) == 1.0
+    # bash as orsbox's user; python's print
+    assert tool_outputs(logs["orsbox_answer"]) == ["orsbox\n", "4242\n"]
+    assert accuracy(logs["orsbox_wrong_answer"]) == 0.0
     assert not docker_client.containers.list(all=True, filters={"label": LABEL})
 
 
@@ -81,11 +83,10 @@ def two_cells() -> Iterator[LocalCluster]:
 @pytest.mark.cluster
 def test_inspect_eval_through_a_cluster_router(tmp_path: Path, two_cells: LocalCluster) -> None:
     url = two_cells.url
-    log = inspect_eval(tmp_path / "right", f"url={url}", f"token={TOKEN}")
-    assert accuracy(log) == 1.0
-    assert tool_outputs(log) == ["orsbox\n", "4242\n"]
-    wrong = inspect_eval(tmp_path / "wrong", f"url={url}", f"token={TOKEN}", "answer=41")
-    assert accuracy(wrong) == 0.0
+    logs = inspect_eval(tmp_path, f"url={url}", f"token={TOKEN}")
+    assert accuracy(logs["orsbox_answer"]) == 1.0
+    assert tool_outputs(logs["orsbox_answer"]) == ["orsbox\n", "4242\n"]
+    assert accuracy(logs["orsbox_wrong_answer"]) == 0.0
 
 
 @pytest.mark.cluster
