@@ -5,6 +5,11 @@
 # then runs ruff, mypy and the whole pytest suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Bytecode caches for this checkout's modules. With PYTHONDONTWRITEBYTECODE set (as it
+# was in the shell that ran this suite here), no process wrote any: every server, CLI
+# and pytest process compiled orsbox and the tests from source again (an orsbox server's
+# imports: 1.2 -> 1.0 s of CPU with the cache; pytest's collection 18 -> 13 s).
+unset PYTHONDONTWRITEBYTECODE
 
 # The Python side installs in the background while Debian's packages install below (on
 # a fresh machine both mostly wait on downloads). TRL's ORS adapter
