@@ -12,6 +12,7 @@ import pytest
 from orsbox.sandbox.docker import BASE_IMAGE, ensure_base_image
 from orsbox.sandbox.docker import labels as L
 from tests.servers import STARTED_PIDS, LiveServer, start_server
+from tests.shared_use import shared_use
 from tests.waiting import poll_until
 
 # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which
@@ -115,6 +116,19 @@ def docker_client() -> Iterator[docker.DockerClient]:
 def base_image(docker_client: docker.DockerClient) -> str:
     ensure_base_image(docker_client)
     return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def test_images(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """The SWE-bench test images (tests/formats/swebench/images.py; the registry tests'
+    instance images are built on them): built (from the engine's cache) by each pytest
+    process that needs them, removed by the last of the run to finish with them."""
+    from tests.formats.swebench import images
+
+    tags: list[str] = []
+    with shared_use("swebench-test-images", tmp_path_factory, lambda: images.remove_all(tags)):
+        tags += images.build_all()  # counted first: no other process removes them now
+        yield tags
 
 
 @pytest.fixture(autouse=True, scope="session")

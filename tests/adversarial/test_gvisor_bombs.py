@@ -38,8 +38,10 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def cpu_load() -> Iterator[None]:
-    """Two CPU-bound processes beside the bomb, as on a loaded machine."""
+def cpu_load(sandbox: DockerSandbox) -> Iterator[None]:
+    """Two CPU-bound processes beside the bomb, as on a loaded machine. Made after the
+    sandbox, so they stop before it closes: runsc's teardown after a fork bomb once
+    took past the test's 300 s beside them."""
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     yield
     for burner in burners:

@@ -50,7 +50,7 @@ def token() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def made(token: str, base_image: str) -> list[str]:
+def made(token: str, test_images: list[str]) -> list[str]:
     return instances.build(token, IMAGES + 1, BLOB_MB)
 
 

@@ -189,8 +189,12 @@ async def test_kill_processes_kills_everything_the_agent_started(
     await sandbox.exec("(setsid sleep 271 > /dev/null 2>&1 &)")
     await sandbox.shell("sleep 272 & (setsid env -i sleep 273 > /dev/null 2>&1 &)")
     await sandbox.shell("export KEPT=1; while :; do sleep 1; done > /dev/null 2>&1 &")
-    before = await under_test.processes(sandbox)
-    assert all(f"sleep {n}" in before for n in (271, 272, 273)), before
+
+    async def all_started() -> bool:  # `env -i` may not have become sleep 273 yet
+        listed = await under_test.processes(sandbox)
+        return all(f"sleep {n}" in listed for n in (271, 272, 273))
+
+    await wait_until_async(all_started, 10, 0.05, "the three sleeps started")
     assert await sandbox.kill_processes() >= 4
     after = await under_test.processes(sandbox)
     assert not any(f"sleep {n}" in after for n in (271, 272, 273)), after

@@ -5,7 +5,7 @@ backend (the server and CLI tests play them over HTTP)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,6 @@ collect_ignore = ["image"]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def test_images(base_image: str) -> Iterator[list[str]]:
-    tags = images.build_all()
-    yield tags
-    images.remove_all(tags)
 
 
 def options(**changes: Any) -> FormatOptions:
