@@ -55,6 +55,13 @@ def owned_by(pid: int, start: str, label_format: str = "current") -> dict[str, s
     return labels
 
 
+def orsbox_container_names(client: docker.DockerClient) -> set[str]:
+    """From the engine's listing alone: `containers.list` inspects each container it
+    lists, and one another test removes meanwhile fails it with a 404."""
+    listed = client.api.containers(all=True, filters={"label": "orsbox=1"})
+    return {name.lstrip("/") for c in listed for name in c["Names"]}
+
+
 @pytest.fixture(params=["current", "former"])
 def leftovers(
     request: pytest.FixtureRequest, docker_client: docker.DockerClient, base_image: str
@@ -93,7 +100,7 @@ async def test_the_startup_sweep_removes_what_dead_owners_left(
         await backend.sweep()
     finally:
         await backend.close()
-    names = {c.name for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})}
+    names = orsbox_container_names(docker_client)
     assert leftovers["dead"] not in names and leftovers["alive"] in names
 
 
@@ -108,7 +115,7 @@ def test_ps_and_gc(leftovers: dict[str, str], docker_client: docker.DockerClient
     assert done.returncode == 0, done.stderr
     assert f"removed {leftovers['dead']} (owner dead)" in done.stdout
     assert leftovers["alive"] not in done.stdout and "--all removes them" in done.stdout
-    names = {c.name for c in docker_client.containers.list(all=True, filters={"label": "orsbox=1"})}
+    names = orsbox_container_names(docker_client)
     assert leftovers["dead"] not in names and leftovers["alive"] in names
 
 
