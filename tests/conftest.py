@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,11 +26,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # The openreward client's PyPI update check is network traffic this machine cannot make.
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 # Servers the tests start record their episodes in this run's own database, not the
-# user's (a test that reads episodes gives its server a database of its own).
-os.environ.setdefault(
-    "ORSBOX_EPISODES_DB",
-    str(Path(tempfile.mkdtemp(prefix="orsbox-test-episodes-")) / "episodes.sqlite3"),
-)
+# user's (a test that reads episodes gives its server a database of its own). The process
+# that makes its folder removes it at exit (xdist's workers inherit the controller's).
+if "ORSBOX_EPISODES_DB" not in os.environ:
+    _episodes = tempfile.mkdtemp(prefix="orsbox-test-episodes-")
+    os.environ["ORSBOX_EPISODES_DB"] = str(Path(_episodes) / "episodes.sqlite3")
+    atexit.register(shutil.rmtree, _episodes, True)
 
 PROTOCOL_ENVS = [
     "tests/fixture_envs/protocol_envs.py:Protocol",
