@@ -19,7 +19,6 @@ import tempfile
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -27,6 +26,7 @@ import pytest
 
 from orsbox.cluster.local import ClusterState, LocalCluster
 from orsbox.cluster.processes import Tracked
+from orsbox.cluster.pushing import push
 from orsbox.cluster.registry import answers, catalog, start_on_free_port
 from orsbox.cluster.router import IMAGE_HEADER
 from orsbox.server.cells import cell_of
@@ -37,8 +37,7 @@ from tests.sse_client import post_sse
 pytestmark = [pytest.mark.cluster, pytest.mark.docker]
 
 BLOB_MB = 2
-IMAGES = 6  # placed by the routing tests
-PULLED = IMAGES  # one more, pulled through the mirror by the deployment test
+IMAGES = 6
 PER_IMAGE = 2  # sessions per image in the routing test: 12, shuffled
 
 
@@ -51,7 +50,7 @@ def token() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def made(token: str, test_images: list[str]) -> list[str]:
-    return instances.build(token, IMAGES + 1, BLOB_MB)
+    return instances.build(token, IMAGES, BLOB_MB)
 
 
 @pytest.fixture(scope="module")
@@ -105,72 +104,49 @@ def engine_has(cluster: LocalCluster, cell: int, image: str) -> bool:
 
 
 # -- item 1: the registry as part of a deployment ---------------------------------------
-@dataclass
-class Deployed:
-    """What `orsbox cluster up 3 --registry` and `orsbox images push` printed, and the
-    cluster they made (one for the module: each up pushes every image's layers again)."""
-
-    up: subprocess.CompletedProcess[str]
-    pushed: subprocess.CompletedProcess[str]
-    state: Path
-    cluster: LocalCluster
-
-
-@pytest.fixture(scope="module")
-def deployed(dataset_file: Path) -> Iterator[Deployed]:
+def test_cluster_up_registry_push_and_a_cell_pulls_through_it(
+    dataset_file: Path, made: list[str]
+) -> None:
     state = Path(tempfile.mkdtemp(prefix="orsc-", dir="/tmp")) / "state"
+    port = free_port()
     target = f"swebench:{dataset_file}"
-    port = str(free_port())
-    up = orsbox("cluster", "up", "3", target, "--registry", "--port", port, "--state", str(state))
-    registry_process = None
+    up = orsbox(
+        "cluster", "up", "1", target, "--registry", "--port", str(port), "--state", str(state)
+    )
     try:
         assert up.returncode == 0, up.stderr
+        url, registry_line = up.stdout.strip().splitlines()[-2:]
+        assert url == f"http://127.0.0.1:{port}"
+        address = registry_line.removeprefix("registry: ")
+        assert answers(address)
         recorded = json.loads((state / "cluster.json").read_text())
+        assert recorded["registry"] == address
         registry_process = Tracked(recorded["registry_pid"], recorded["registry_started"])
+        assert registry_process.alive()
+        engine_config = json.loads((Path(recorded["engines"][0]) / "daemon.json").read_text())
+        assert engine_config["registry-mirrors"] == [f"http://{address}"]
+
         pushed = orsbox("images", "push", target, "--state", str(state))
-        yield Deployed(up, pushed, state, LocalCluster(ClusterState.load(state)))
+        assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+        assert f"pushed {IMAGES} of {IMAGES} images to {address}" in pushed.stdout
+        assert f"[1/{IMAGES}] {made[0]} -> {address}/{made[0]}" in pushed.stdout
+        repositories = set(catalog(address))
+        assert {name.rsplit(":", 1)[0] for name in made} <= repositories
+
+        cluster = LocalCluster(ClusterState.load(state))
+        assert not engine_has(cluster, 0, made[1])
+        sid = open_episode(url, 1)
+        assert bash(url, sid, "ls /blob-1 && git -C /testbed status --short | wc -l") == (
+            "/blob-1\n0\n"
+        )
+        assert engine_has(cluster, 0, made[1])  # by its own name: pulled through the mirror
+        assert pulls(cluster.cells[0].url) == 1
     finally:
         down = orsbox("cluster", "down", "--state", str(state))
         shutil.rmtree(state.parent, ignore_errors=True)
     assert down.returncode == 0, down.stderr
-    assert registry_process is None or not registry_process.alive()
+    assert not registry_process.alive()
     assert not state.exists()
-
-
-def test_cluster_up_registry_push_and_a_cell_pulls_through_it(
-    deployed: Deployed, made: list[str]
-) -> None:
-    cluster, state = deployed.cluster, deployed.state
-    url, registry_line = deployed.up.stdout.strip().splitlines()[-2:]
-    assert url == cluster.url
-    address = registry_line.removeprefix("registry: ")
-    assert answers(address)
-    recorded = json.loads((state / "cluster.json").read_text())
-    assert recorded["registry"] == address
-    assert Tracked(recorded["registry_pid"], recorded["registry_started"]).alive()
-    for engine in recorded["engines"]:
-        engine_config = json.loads((Path(engine) / "daemon.json").read_text())
-        assert engine_config["registry-mirrors"] == [f"http://{address}"]
-
-    pushed = deployed.pushed
-    assert pushed.returncode == 0, pushed.stdout + pushed.stderr
-    assert f"pushed {len(made)} of {len(made)} images to {address}" in pushed.stdout
-    assert f"[1/{len(made)}] {made[0]} -> {address}/{made[0]}" in pushed.stdout
-    repositories = set(catalog(address))
-    assert {name.rsplit(":", 1)[0] for name in made} <= repositories
-
-    # the image no other test uses, pulled through the mirror by its home cell
-    home = home_cell(url, made[PULLED])
-    index = next(i for i, c in enumerate(cluster.cells) if c.cell == home)
-    assert not engine_has(cluster, index, made[PULLED])
-    before = pulls(cluster.cells[index].url)
-    sid = open_episode(url, PULLED, made[PULLED])
-    assert bash(url, sid, f"ls /blob-{PULLED} && git -C /testbed status --short | wc -l") == (
-        f"/blob-{PULLED}\n0\n"
-    )
-    assert engine_has(cluster, index, made[PULLED])  # by its own name: through the mirror
-    assert pulls(cluster.cells[index].url) == before + 1
-    httpx.post(f"{url}/delete", headers={"X-Session-ID": sid}, timeout=30)
 
 
 def test_images_list_prints_every_instance_image(dataset_file: Path, made: list[str]) -> None:
@@ -195,8 +171,20 @@ def test_push_names_an_image_the_engine_lacks_and_fails(tmp_path: Path, made: li
 
 # -- item 2: image-aware routing through the real HAProxy -------------------------------
 @pytest.fixture(scope="module")
-def cluster(deployed: Deployed) -> LocalCluster:
-    return deployed.cluster
+def cluster(dataset_file: Path, made: list[str]) -> Iterator[LocalCluster]:
+    root = Path(tempfile.mkdtemp(prefix="orsc-", dir="/tmp"))
+    settings = {"session_timeout_s": "300"}
+    cluster = LocalCluster.up(
+        3, free_port(), [f"swebench:{dataset_file}"], root, settings=settings, registry=True
+    )
+    try:
+        import docker
+
+        report = push(docker.from_env(), made, cluster.state.registry, lambda _: None)
+        assert not report.failed, report.failed
+        yield cluster
+    finally:
+        cluster.down()
 
 
 def home_cell(url: str, image: str) -> str:
@@ -207,7 +195,6 @@ def home_cell(url: str, image: str) -> str:
 def test_sessions_naming_their_image_share_a_cell_and_one_pull_each(
     cluster: LocalCluster, made: list[str]
 ) -> None:
-    pulled_before = sum(pulls(c.url) for c in cluster.cells)
     order = [n for n in range(IMAGES) for _ in range(PER_IMAGE)]
     random.Random(35).shuffle(order)
     cells_of: dict[int, set[str]] = defaultdict(set)
@@ -222,7 +209,7 @@ def test_sessions_naming_their_image_share_a_cell_and_one_pull_each(
     assert {n: home_cell(cluster.url, made[n]) for n in cells_of} == {
         n: next(iter(cells)) for n, cells in cells_of.items()
     }
-    assert sum(pulls(c.url) for c in cluster.cells) - pulled_before == IMAGES
+    assert sum(pulls(c.url) for c in cluster.cells) == IMAGES
     for n, cells in cells_of.items():
         holders = {c.cell for i, c in enumerate(cluster.cells) if engine_has(cluster, i, made[n])}
         assert holders == cells
