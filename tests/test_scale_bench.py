@@ -95,6 +95,7 @@ def test_an_interrupted_ramp_leaves_nothing(
         for line in ramp.stderr:
             if line.startswith("scale: adding 40 episodes"):
                 break
+        assert left_behind(docker_client, run_id), "the ramp's setup snapshots are made"
         ramp.send_signal(signal.SIGINT)
         ramp.communicate(timeout=TIMEOUT_S)
     finally:
