@@ -16,10 +16,11 @@ from tests.formats.swebench.conftest import load_one
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
 INSTANCE = "pytest-dev__pytest-1"
-# true once the setsid daemon has exec'd its way to `sleep 1000`
-LISTS_SLEEPING_DAEMON = (
-    "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null "
-    "| grep -qx 'sleep 1000 '"
+# true once both background jobs have exec'd their way to `sleep` (until then a forked
+# child is listed as the shell it was forked from: `bash --noprofile --norc`)
+LISTS_BOTH_SLEEPS = (
+    "[ $(for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null "
+    "| grep -cxE 'sleep (1000|300) ') -eq 2 ]"
 )
 
 
@@ -111,7 +112,7 @@ async def test_honest_patch_with_a_new_test_file_resolves_under_both(
     async with play(strict_env, INSTANCE) as episode:
         await episode.apply(dataset.gold_with_new_test())
         await episode.bash("nohup setsid sleep 1000 >/dev/null 2>&1 & sleep 300 &")
-        await episode.bash(f"until {LISTS_SLEEPING_DAEMON}; do sleep 0.05; done")
+        await episode.bash(f"until {LISTS_BOTH_SLEEPS}; do sleep 0.05; done")
         out = await episode.submit()
     assert out.reward == 1.0 and verdicts(out) == (True, True), out.metadata
     assert out.metadata["protected_files_changed"] == ["tests/test_more.py"]
