@@ -20,7 +20,7 @@ from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.sandbox.docker.egress import BLOCKED, chain_rules, chain_suffix, guard_rules
-from orsbox.sandbox.docker.guarded import NETWORK
+from orsbox.sandbox.docker.guarded import NETWORK, remove_if_unused
 from tests.network.hosts import NamespaceHost, probe, serve_http
 from tests.servers import ROOT, start_server
 
@@ -212,7 +212,7 @@ def test_servers_making_the_guarded_network_at_once_all_get_it() -> None:
     import docker
 
     from orsbox.sandbox.docker.engine import Engine
-    from orsbox.sandbox.docker.guarded import GuardedNetwork, remove_if_unused
+    from orsbox.sandbox.docker.guarded import GuardedNetwork
 
     engine = Engine()
     networks = [GuardedNetwork(engine, f"test-guard-race-{n}", []) for n in range(6)]
@@ -239,3 +239,36 @@ def test_servers_making_the_guarded_network_at_once_all_get_it() -> None:
     finally:
         remove_if_unused(engine, NETWORK)
         engine.client.close()
+
+
+@pytest.mark.serial  # it removes the engine's guarded network, which others share
+async def test_a_start_whose_network_another_server_removed_starts_again(
+    base_image: str,
+) -> None:
+    """Docker removes a network a created container waits to join, and that start then
+    fails with "network ... not found" (a fresh-clone run's failure). A closing server
+    no longer removes it while any container names it; one that checked just before the
+    create and removes it just after is the race left, and the starter starts again."""
+    backend = DockerBackend("test-guard-vanish")
+    api = backend.engine.client.api
+    create = backend.engine.create
+    removed: list[str] = []
+
+    async def create_then_lose_the_network(options: dict[str, object]) -> str:
+        container_id = await create(options)
+        if not removed:
+            assert not remove_if_unused(backend.engine, NETWORK)  # it names the network
+            api.remove_network(NETWORK)  # as a remove that checked a moment before would
+            removed.append(container_id)
+        return container_id
+
+    backend.engine.create = create_then_lose_the_network  # type: ignore[method-assign]
+    try:
+        sandbox = await networked(backend, base_image)
+        assert removed and sandbox.id != removed[0]
+        assert NETWORK in (await backend.engine.inspect(sandbox.id))["NetworkSettings"]["Networks"]
+        assert (await sandbox.exec("echo up")).output == "up\n"
+        assert not api.containers(all=True, filters={"id": removed[0]})  # the lost one is gone
+        await sandbox.close()
+    finally:
+        await backend.close()

@@ -49,7 +49,7 @@ from orsbox.sandbox.docker.diagnosis import engine_checks
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.engine_limits import engine_limits, episode_cost
-from orsbox.sandbox.docker.guarded import GuardedNetwork
+from orsbox.sandbox.docker.guarded import GuardedNetwork, network_vanished
 from orsbox.sandbox.docker.host_state import Swept, sweep_host_state
 from orsbox.sandbox.docker.image_store import DockerImages
 from orsbox.sandbox.docker.images import build_hint
@@ -166,6 +166,18 @@ class DockerBackend(SandboxBackend):
             raise SandboxStartError(f"could not start a sandbox from {spec.image}: {e}") from None
 
     async def _start(self, spec: SandboxSpec) -> DockerSandbox:
+        """Start once more, whole, when another server removed the shared guarded
+        network between this one's create and start (its last sandbox gone: see
+        `guarded.py`); the failed attempt has removed its container."""
+        try:
+            return await self._start_once(spec)
+        except SandboxError as e:
+            if spec.limits.network is not True or not network_vanished(e, self.guarded.name):
+                raise
+            log.info("the guarded network vanished under a start; starting again: %s", e)
+            return await self._start_once(spec)
+
+    async def _start_once(self, spec: SandboxSpec) -> DockerSandbox:
         spec = self._configured(spec)
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
@@ -181,7 +193,7 @@ class DockerBackend(SandboxBackend):
                 spec, name, labels, self._run_options, tmpfs=tmpfs, runtime=runtime,
                 network=network,
             )  # fmt: skip
-            container_id = await self._create_on_network(options, network)
+            container_id = await self._create(options)
         except ImageNotFound:
             raise ImageNotFound(
                 f"image {spec.image!r} not found; {build_hint(spec.image)}"
@@ -218,17 +230,6 @@ class DockerBackend(SandboxBackend):
         if spec.limits.network == "allowlist":
             return await self.allowlist.ensure()
         return None
-
-    async def _create_on_network(self, options: dict[str, Any], network: str | None) -> str:
-        """Create; when another server removed the guarded network just before (its
-        last sandbox gone, see `guarded.py`), make it again and create once more."""
-        try:
-            return await self._create(options)
-        except SandboxError as e:
-            if network is None or "not found" not in str(e) or network not in str(e):
-                raise
-            await self.guarded.ensure()
-            return await self._create(options)
 
     async def _create(self, options: dict[str, Any]) -> str:
         """Create the container; a caller cancelled meanwhile leaves nothing behind.

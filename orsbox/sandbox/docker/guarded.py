@@ -27,7 +27,6 @@ import logging
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -128,13 +127,22 @@ class GuardedNetwork:
 
 
 def remove_if_unused(engine: Engine, name: str) -> bool:
-    """Remove network `name` unless a container is on it (blocking)."""
+    """Remove network `name` unless a container, in any state, names it (blocking).
+    The network's own `Containers` lists running endpoints only, and Docker removes a
+    network a created container is waiting to join: that start then fails with
+    "network ... not found" (seen in a fresh-clone run). A create between this check
+    and the removal can still lose it; `network_vanished` lets the starter retry."""
     api = engine.client.api
-    info: dict[str, Any] = api.inspect_network(name)
-    if info.get("Containers"):
+    if api.containers(all=True, quiet=True, filters={"network": name}):
         return False
     api.remove_network(name)
     return True
+
+
+def network_vanished(error: Exception, network: str | None) -> bool:
+    """Whether `error` says network `network` was removed under a create or a start."""
+    message = str(error)
+    return network is not None and "not found" in message and f"network {network}" in message
 
 
 async def sweep_networks(engine: Engine) -> int:

@@ -18,7 +18,7 @@ from orsbox.errors import SandboxError, SandboxGone
 from orsbox.sandbox.base import ExecResult, KilledProcesses
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork, proxy_env
 from orsbox.sandbox.docker.engine import Engine
-from orsbox.sandbox.docker.guarded import GuardedNetwork
+from orsbox.sandbox.docker.guarded import GuardedNetwork, network_vanished
 from orsbox.sandbox.docker.layer_bound import LayerBound
 from orsbox.sandbox.guest.channel import GuestChannel, Header
 from orsbox.sandbox.guest.sandbox import GuestSandbox
@@ -103,9 +103,21 @@ class DockerSandbox(GuestSandbox):
             await self._engine.switch_network(self.id, await self._allowlist.ensure())
             await self.use_proxy(allowed_hosts)
             return
-        target = await self._guarded.ensure() if network else "none"
-        await self._engine.switch_network(self.id, target)
+        if network:
+            await self._join_guarded()
+        else:
+            await self._engine.switch_network(self.id, "none")
         await self._set_network_env({})
+
+    async def _join_guarded(self) -> None:
+        """Join the guarded network, made again when another server removed it between
+        its `ensure` and this join (`guarded.py`)."""
+        try:
+            await self._engine.switch_network(self.id, await self._guarded.ensure())
+        except SandboxError as e:
+            if not network_vanished(e, self._guarded.name):
+                raise
+            await self._engine.switch_network(self.id, await self._guarded.ensure())
 
     async def use_proxy(self, allowed_hosts: Sequence[str]) -> None:
         """Start this sandbox's egress proxy (it is on the allow-list network) and
