@@ -2,11 +2,12 @@
 writes of non-blocking descriptors the loop is built on."""
 
 import errno
-import json
 import os
 import select
 import struct
 import sys
+
+from .json_codec import dumps, loads
 
 HEAD = struct.Struct(">II")
 READ_CHUNK = 65536
@@ -38,7 +39,7 @@ def write_all(fd, data):
 
 
 def send_frame(fd, header, payload=b""):
-    raw = json.dumps(header).encode()
+    raw = dumps(header).encode()
     if len(payload) < ONE_WRITE:
         write_all(fd, HEAD.pack(len(raw), len(payload)) + raw + payload)
         return
@@ -60,7 +61,7 @@ class FrameBuffer:
             end = HEAD.size + hlen + plen
             if len(self.data) < end:
                 break
-            header = json.loads(bytes(self.data[HEAD.size : HEAD.size + hlen]).decode())
+            header = loads(bytes(self.data[HEAD.size : HEAD.size + hlen]).decode())
             payload = bytes(self.data[HEAD.size + hlen : end])
             del self.data[:end]
             frames.append((header, payload))
