@@ -228,3 +228,23 @@ async def test_read_only_root(under_test: BackendUnderTest, backend: SandboxBack
         await sandbox.write_file("/workspace/x", b"x")
     await sandbox.write_file("/tmp/x", b"x")
     assert (await sandbox.shell("cat /tmp/x")).output == "x"
+
+
+IGNORED_BY_PYTHON = (1 << (13 - 1)) | (1 << (25 - 1))  # SIGPIPE, SIGXFSZ in SigIgn
+
+
+async def test_commands_inherit_default_signals_and_only_their_own_descriptors(
+    sandbox: Sandbox,
+) -> None:
+    """The guest starts commands with fork and exec itself (`guest/inside/spawn.py`, not
+    `subprocess`): they must inherit what `Popen` gave them. SIGPIPE and SIGXFSZ at their
+    default action (python ignores both, and an ignored signal stays ignored across
+    exec), and no descriptor of the guest's: only 0-2 and the one `ls` lists with."""
+    for run in (sandbox.exec, sandbox.shell):
+        # `yes` killed by SIGPIPE ends silently; ignoring it, it would print an EPIPE error
+        assert (await run("yes | head -2")).output == "y\ny\n"
+        status = (await run("grep SigIgn /proc/self/status || true")).output.split()
+        if status:  # gVisor's status has no SigIgn line
+            assert int(status[1], 16) & IGNORED_BY_PYTHON == 0, (run, status)
+        listed = (await run("ls /proc/self/fd")).output.split()
+        assert set(listed) <= {"0", "1", "2", "3"}, (run, listed)

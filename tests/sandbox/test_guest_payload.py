@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import marshal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -85,6 +86,36 @@ def test_the_payload_holds_code_and_source_and_its_digest() -> None:
     assert entry == entry_again == guest.ENTRY
     assert [m[0] for m in code] == [m[0] for m in sources]
     assert payload.digest == guest.hashlib.sha256(data).hexdigest()
+
+
+# Modules that cost the guest much memory to keep loaded (the package docstring), and the
+# modules they would bring with them: none may be loaded by the package.
+HEAVY = {"json", "re", "enum", "contextlib", "subprocess", "threading", "selectors",
+         "collections", "signal", "functools", "locale", "warnings"}  # fmt: skip
+
+
+def test_the_package_loads_no_heavy_module() -> None:
+    """The package's modules run as the loader runs them, in a fresh `python3 -I -S`
+    on this host, without `main` (which would serve, and end its "container" at EOF by
+    signalling PID 1): what is loaded then is what every sandbox keeps."""
+    load_only = LOADER.rsplit("\n", 1)[0]
+    assert load_only.endswith("exec(x, m.__dict__)"), "the loader's last line calls main"
+    report = (
+        "\nprint(' '.join(sorted(sys.modules)))"
+        "\nprint([l.split()[1] for l in open('/proc/self/status') if l.startswith('RssAnon')][0])"
+    )
+    for payload_part in ("compiled", "source"):
+        data = guest_payload().data
+        if payload_part == "source":  # another python's magic number: the source is compiled
+            data = data[:20] + b"\0\0\0\0" + data[24:]
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", load_only + report],
+            input=data, capture_output=True, timeout=60, check=True,
+        )  # fmt: skip
+        modules, rss_kib = done.stdout.decode().splitlines()
+        loaded = set(modules.split())
+        assert f"{PACKAGE}.serve" in loaded and f"{PACKAGE}.spawn" in loaded
+        assert loaded & HEAVY == set(), (payload_part, rss_kib)
 
 
 # -- on a real sandbox ---------------------------------------------------------------------

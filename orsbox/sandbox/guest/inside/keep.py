@@ -8,9 +8,9 @@ host's), so a changed copy is refused, never run, possibly as root. The file is
 readable by every user (a sub-guest may run as any) and its name is random and made
 with O_EXCL, so nothing put there first is mistaken for it."""
 
-import contextlib
 import os
 
+from .quiet import suppress
 from .wire import write_all
 
 KEEP_FOLDERS = ("/dev/shm", "/tmp", "/run", "/var/tmp")  # tmpfs first: not in a snapshot
@@ -21,7 +21,7 @@ def keep(payload, previous=None):
     it; return its path, or None if none did (sub-guests then get the payload sent).
     `previous`, an earlier copy, is removed."""
     if previous is not None:
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.unlink(previous)
     for folder in KEEP_FOLDERS:
         path = os.path.join(folder, "orsbox-guest-" + os.urandom(8).hex())
@@ -41,7 +41,7 @@ def write_new(path, data):
         write_all(fd, data)
         return True
     except OSError:
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.unlink(path)
         return False
     finally:

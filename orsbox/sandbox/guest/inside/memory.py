@@ -2,12 +2,12 @@
 limits each command starts with. What the hello asks for is kept in one `Memory`
 object the guest passes to whatever starts or reports on commands."""
 
-import contextlib
+import _signal as signal  # its C core (the package docstring says why)
 import os
 import resource
-import signal
 
 from .processes import command_line, process_table, wait_dead
+from .quiet import suppress
 
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -26,7 +26,7 @@ class Memory:
         """What the hello asks for (`options.guest_memory_bounds` on the host)."""
         self.address_space = int(address_space) if address_space else None
         if memory_bound and self.watch is None:
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 self.watch = MemoryWatch(int(memory_bound))
 
     def oom_count(self):
@@ -52,7 +52,7 @@ class Memory:
         if self.address_space is None:
             return
         limit = self.address_space
-        with contextlib.suppress(OSError, ValueError):
+        with suppress(OSError, ValueError):
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
@@ -139,7 +139,7 @@ class MemoryWatch:
             if over <= 0 or not size:
                 break
             name = command_line(pid) or "?"
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             killed.add((pid, table[pid][2]))
             self.kills += 1

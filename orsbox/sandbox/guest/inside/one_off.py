@@ -2,13 +2,13 @@
 with its own environment, folder, stdin and timeout."""
 
 import os
-import selectors
-import subprocess
 import time
 
+from . import spawn
 from .capture import Capture
 from .marks import EXEC_MARK_NAME, escaped_from_shell
 from .processes import ancestry_root, exit_code_of, kill_sweep, wait_dead
+from .watch import READ, WRITE
 from .wire import READ_CHUNK, read_ready
 
 
@@ -30,10 +30,10 @@ class ExecCall:
         self.stdin = memoryview(stdin)
         self.proc = self.spawn(req, bool(stdin))
         os.set_blocking(self.proc.stdout.fileno(), False)
-        guest.sel.register(self.proc.stdout.fileno(), selectors.EVENT_READ, self.on_output)
+        guest.descriptors.register(self.proc.stdout.fileno(), READ, self.on_output)
         if stdin:
             os.set_blocking(self.proc.stdin.fileno(), False)
-            guest.sel.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE, self.on_stdin)
+            guest.descriptors.register(self.proc.stdin.fileno(), WRITE, self.on_stdin)
         self.out_open = True
 
     def spawn(self, req, has_stdin):
@@ -41,15 +41,15 @@ class ExecCall:
         env = dict(os.environ)
         env.update(req.get("env") or {})
         env[EXEC_MARK_NAME] = self.mark
-        return subprocess.Popen(
+        return spawn.start(
             argv,
-            stdin=subprocess.PIPE if has_stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            env,
+            stdin=spawn.PIPE if has_stdin else spawn.DEVNULL,
+            stdout=spawn.PIPE,
+            stderr=spawn.STDOUT,
             cwd=req.get("cwd") or None,
-            env=env,
-            start_new_session=True,
-            preexec_fn=self.guest.memory.prepare_child,
+            new_session=True,
+            before_exec=self.guest.memory.prepare_child,
         )
 
     def on_stdin(self, fd):
@@ -59,7 +59,7 @@ class ExecCall:
             n = len(self.stdin)  # the command stopped reading; drop the rest
         self.stdin = self.stdin[n:]
         if not self.stdin:
-            self.guest.sel.unregister(fd)
+            self.guest.descriptors.unregister(fd)
             self.proc.stdin.close()
 
     def on_output(self, fd):
@@ -73,7 +73,7 @@ class ExecCall:
 
     def close_output(self):
         if self.out_open:
-            self.guest.sel.unregister(self.proc.stdout.fileno())
+            self.guest.descriptors.unregister(self.proc.stdout.fileno())
             self.proc.stdout.close()
             self.out_open = False
 
@@ -110,7 +110,7 @@ class ExecCall:
             self.capture.add(data)
         self.close_output()
         if self.stdin:
-            self.guest.sel.unregister(self.proc.stdin.fileno())
+            self.guest.descriptors.unregister(self.proc.stdin.fileno())
             self.proc.stdin.close()
         del self.guest.execs[self.rid]
         if self.timed_out:

@@ -1,11 +1,12 @@
 """Processes inside the sandbox: the process table read from /proc, and kill sweeps
 that end what a command started, fork bombs included."""
 
-import contextlib
+import _signal as signal  # its C core (the package docstring says why)
 import math
 import os
-import signal
 import time
+
+from .quiet import suppress
 
 SWEEP_LIMIT_S = 3.0  # a kill sweep repeats until quiet, but not for longer than this
 STOP_WAIT_S = 0.5  # how long a sweep waits for the shell to show as stopped
@@ -200,7 +201,7 @@ def kill_pass(select_victims, killed, hold=None):
     fresh = live_victims(select_victims, look(hold), killed)
     killed |= fresh
     for count, (pid, _) in enumerate(fresh, 1):
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.kill(pid, signal.SIGKILL)
         if hold is not None and count % KILLS_PER_HOLD == 0:
             hold()

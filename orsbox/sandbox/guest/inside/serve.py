@@ -2,19 +2,19 @@
 and each one-off exec's pipes; each request dispatched to the module that does it, each
 reply framed back on stdout. `main` is what the loader calls."""
 
-import collections
-import contextlib
+import _signal as signal  # its C core (the package docstring says why)
 import os
-import selectors
-import signal
 import time
+from _collections import deque  # its C core (the package docstring says why)
 
 from .files import FileError, read_file, untar, write_file
 from .keep import keep
 from .memory import Memory
 from .one_off import ExecCall
 from .processes import RUNNING_LISTED, command_line, kill_sweep, process_table, wait_dead
+from .quiet import suppress
 from .shell import POLL_S, Shell
+from .watch import READ, Watch
 from .wire import FrameBuffer, log, read_ready, send_frame
 
 
@@ -24,14 +24,14 @@ class Guest:
         self.payload = payload
         self.kept = None  # the path of the payload's copy (`keep`), once asked for
         self.dead_man = dead_man
-        self.sel = selectors.DefaultSelector()
+        self.descriptors = Watch()
         self.frames = FrameBuffer()
         self.execs = {}
         self.shell = Shell(self)
-        self.shell_queue = collections.deque()  # type: collections.deque[tuple[int, bytes, float, int]]
+        self.shell_queue = deque()  # type: deque[tuple[int, bytes, float, int]]
         self.oom_supported = memory.oom_count() is not None
         os.set_blocking(0, False)
-        self.sel.register(0, selectors.EVENT_READ, self.on_stdin)
+        self.descriptors.register(0, READ, self.on_stdin)
 
     def exec_pids(self):
         return set(call.proc.pid for call in self.execs.values())
@@ -59,8 +59,8 @@ class Guest:
     def serve(self):
         while True:
             busy = self.shell.call is not None or self.execs or self.shell_queue
-            for key, _ in self.sel.select(POLL_S if busy else None):
-                key.data(key.fd)
+            for fd, callback in self.descriptors.ready(POLL_S if busy else None):
+                callback(fd)
             if busy and self.memory.watch is not None:
                 self.watch_memory()
             self.shell.tick()
@@ -218,7 +218,7 @@ class Guest:
             os._exit(0)
         log("stdin closed: the server is gone; stopping the container")
         me = os.getpid()
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.kill(1, signal.SIGTERM)
         # PID 1 ignores SIGKILL from inside its namespace; killing its child ends it.
         kill_sweep(lambda table: [p for p in table if p not in (1, me)])

@@ -1,13 +1,11 @@
 """The persistent shell: one `bash` per sandbox whose state (cwd, variables, functions,
 background jobs) survives between calls, and the timeout sweeps of its commands."""
 
-import contextlib
+import _signal as signal  # its C core (the package docstring says why)
 import os
-import selectors
-import signal
-import subprocess
 import time
 
+from . import spawn
 from .capture import Capture
 from .marks import SHELL_MARK_NAME, escaped_from_shell
 from .processes import (
@@ -20,6 +18,8 @@ from .processes import (
     wait_dead,
     wait_stopped,
 )
+from .quiet import suppress
+from .watch import READ
 from .wire import READ_CHUNK, read_ready, write_all
 
 POLL_S = 0.05  # how often running children are polled for exit while work is active
@@ -95,7 +95,7 @@ class Shell:
 
     def __init__(self, guest):
         self.guest = guest
-        self.proc = None  # type: subprocess.Popen[bytes] | None
+        self.proc = None  # type: spawn.Child | None
         self.call = None  # type: ShellCall | None
         self.out_open = False
         self.between = Capture(65536)
@@ -111,21 +111,21 @@ class Shell:
             cmd_r = self.cmd_w = self.script
         else:
             cmd_r, self.cmd_w = os.pipe()
-        self.proc = subprocess.Popen(
+        self.proc = spawn.start(
             ["bash", "--noprofile", "--norc"],
-            stdin=subprocess.PIPE,
+            dict(os.environ, **{SHELL_MARK_NAME: "1"}),
+            stdin=spawn.PIPE,
             stdout=out_w,
             stderr=out_w,
-            env=dict(os.environ, **{SHELL_MARK_NAME: "1"}),
             pass_fds=(cmd_r,),
-            preexec_fn=lambda: prepare_shell(self.guest.memory),
+            before_exec=lambda: prepare_shell(self.guest.memory),
         )
         os.close(out_w)
         if self.script is None:
             os.close(cmd_r)
         self.out_r, self.out_open, self.pending = out_r, True, b""
         os.set_blocking(out_r, False)
-        self.guest.sel.register(out_r, selectors.EVENT_READ, self.on_output)
+        self.guest.descriptors.register(out_r, READ, self.on_output)
         # bash reads a pipe (its stdin) one byte at a time, a system call per byte,
         # which costs tens of microseconds under gVisor: the per-call line is short and
         # the command comes from a memfd bash sources (read in one go). The eval stays
@@ -158,12 +158,12 @@ class Shell:
         os.close(self.cmd_w)
         if self.children is not None:
             os.close(self.children)
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             self.stdin_pipe().close()
         self.proc = None
 
     def running(self):
-        # type: () -> subprocess.Popen[bytes]
+        # type: () -> spawn.Child
         """The shell's process, there from `start` to `forget`."""
         assert self.proc is not None, "no shell"
         return self.proc
@@ -176,7 +176,7 @@ class Shell:
 
     def close_output(self):
         if self.out_open:
-            self.guest.sel.unregister(self.out_r)
+            self.guest.descriptors.unregister(self.out_r)
             os.close(self.out_r)
             self.out_open = False
 
@@ -190,7 +190,7 @@ class Shell:
         pid = proc.pid
         hold = None  # its group stopped before each pass, as in `sweep` (all of it dies)
         if proc.returncode is None:  # a reaped pid could be someone else's
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)  # first: a dead shell starts nothing more
             hold = self.hold_group  # (the shell stays unreaped until the sweeps are done)
         if call is not None:  # counted in the call's note, waited for before its reply
@@ -408,13 +408,13 @@ class Shell:
             )
         finally:
             if held:
-                with contextlib.suppress(OSError):
+                with suppress(OSError):
                     os.killpg(shell, signal.SIGCONT)
 
     def hold_group(self):
         """SIGSTOP the shell's process group (the shell, what it runs, its earlier
         background jobs; `sweep` continues them all after)."""
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             os.killpg(self.running().pid, signal.SIGSTOP)
 
     def timeout_victims(self, table, call):
