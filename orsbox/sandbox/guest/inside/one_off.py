@@ -26,6 +26,7 @@ class ExecCall:
         self.deadline = self.started + self.timeout
         self.oom_before = guest.memory.oom_count()
         self.timed_out, self.exited_at, self.notes = False, None, []
+        self.reap_checks = 0  # looks for its exit since its output ended (`reap_wait`)
         self.killed = set()
         self.stdin = memoryview(stdin)
         self.proc = self.spawn(req, bool(stdin))
@@ -76,6 +77,19 @@ class ExecCall:
             self.guest.descriptors.unregister(self.proc.stdout.fileno())
             self.proc.stdout.close()
             self.out_open = False
+
+    def reap_wait(self, longest):
+        """How soon the loop looks again for this command's exit: its output ends as it
+        exits, microseconds before the process can be reaped (in a container often
+        after the guest woke for the EOF), so at 0.5, 1, 2... ms from then on, up to
+        `longest`, not `longest` at once (a 50 ms wait on every short exec). A process
+        that closed its output and runs on is soon looked at every `longest`. None: no
+        hurry (its output is open, or it was reaped)."""
+        if self.out_open or self.exited_at is not None:
+            return None
+        wait = min(longest, 0.0005 * 2**self.reap_checks)
+        self.reap_checks += 1
+        return wait
 
     def tick(self):
         now = time.time()

@@ -56,10 +56,18 @@ class Guest:
         for call in calls:
             call.notes.extend(notes)
 
+    def wait_s(self, busy):
+        """How long the loop may wait for a descriptor: forever when idle, POLL_S while
+        work runs (exits and deadlines are polled), less while an exec's exit is due."""
+        if not busy:
+            return None
+        waits = [call.reap_wait(POLL_S) for call in self.execs.values()]
+        return min([POLL_S] + [w for w in waits if w is not None])
+
     def serve(self):
         while True:
             busy = self.shell.call is not None or self.execs or self.shell_queue
-            for fd, callback in self.descriptors.ready(POLL_S if busy else None):
+            for fd, callback in self.descriptors.ready(self.wait_s(busy)):
                 callback(fd)
             if busy and self.memory.watch is not None:
                 self.watch_memory()
