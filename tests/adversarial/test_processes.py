@@ -66,7 +66,9 @@ def test_orphans_never_hold_a_call_and_die_with_their_shell(hostile: Episode) ->
         " if os.fork() == 0: time.sleep(1004)'"
     )
     assert time.monotonic() - started < 20  # not held by the 1000 s sleepers (load adds seconds)
-    assert len(strays(hostile)) == 4
+    wait_until(  # a forked job is listed as the shell it came from until it has exec'd
+        lambda: len(strays(hostile)) == 4, 10, interval_s=0.1, message="four strays listed"
+    )
     assert hostile.text("bash", command="", restart=True) == "[shell restarted]"
     assert strays(hostile) == []
 
