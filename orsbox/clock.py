@@ -38,10 +38,6 @@ class Clock(Protocol):
         running either way (cancel it if it is no longer wanted)."""
         ...
 
-    def call_later(self, delay_s: float, callback: Callable[[], object]) -> None:
-        """Call `callback` from the event loop `delay_s` from now."""
-        ...
-
 
 class SystemClock:
     """The real clock: `time.monotonic` and `asyncio.sleep`."""
@@ -55,9 +51,6 @@ class SystemClock:
     async def wait(self, future: asyncio.Future[Any], timeout_s: float) -> bool:
         done, _ = await asyncio.wait({future}, timeout=timeout_s)
         return bool(done)
-
-    def call_later(self, delay_s: float, callback: Callable[[], object]) -> None:
-        asyncio.get_running_loop().call_later(delay_s, callback)
 
 
 SYSTEM_CLOCK = SystemClock()
@@ -78,7 +71,6 @@ class ManualClock:
         self._sleeping: dict[asyncio.Task[object], tuple[float, asyncio.Future[None]]] = {}
         self._changed: asyncio.Event | None = None
         self._watched: set[asyncio.Task[object]] = set()  # their end is a change too
-        self._timers: list[tuple[float, Callable[[], object]]] = []  # call_later's
 
     def monotonic(self) -> float:
         return self.now
@@ -113,18 +105,10 @@ class ManualClock:
         finally:
             self._sleeping.pop(task, None)
 
-    def call_later(self, delay_s: float, callback: Callable[[], object]) -> None:
-        self._timers.append((self.now + delay_s, callback))
-
     def advance_nowait(self, seconds: float) -> list[asyncio.Task[object]]:
-        """Move the time on, run the callbacks now due and wake every sleeper now
-        due; the tasks woken."""
+        """Move the time on and wake every sleeper now due; the tasks woken."""
         assert seconds >= 0, "a monotonic clock does not go back"
         self.now += seconds
-        due_calls = [callback for at, callback in self._timers if at <= self.now]
-        self._timers = [(at, callback) for at, callback in self._timers if at > self.now]
-        for callback in due_calls:
-            callback()
         due = [task for task, (at, _) in self._sleeping.items() if at <= self.now]
         for task in due:
             _, woken = self._sleeping.pop(task)
