@@ -41,12 +41,14 @@ def serve(
     sandbox_backend: Any = None,
 ) -> None:
     from orsbox.server import create_app
+    from orsbox.server.collector import settle_collector
     from orsbox.server.http_protocol import guarded_protocol
     from orsbox.server.secrets import install_stream_redaction
 
     settings = settings or Settings()
     install_stream_redaction()
     app = create_app(environments, settings, sandbox_backend=sandbox_backend)
+    settle_collector()
     uvicorn.run(
         app,
         host=settings.host,
