@@ -10,6 +10,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # and pytest process compiled orsbox and the tests from source again (an orsbox server's
 # imports: 1.2 -> 1.0 s of CPU with the cache; pytest's collection 18 -> 13 s).
 unset PYTHONDONTWRITEBYTECODE
+# Where the setup's time goes, in CI's log: each step's end, in seconds from the start.
+setup_started=$SECONDS
+stamp() { echo "test.sh: $1 at +$((SECONDS - setup_started)) s"; }
 
 # The Python side installs in the background while Debian's packages install below (on
 # a fresh machine both mostly wait on downloads). TRL's ORS adapter
@@ -53,8 +56,14 @@ harbor_install=$!
 # Debian's docker-compose 1.29, which brings deploy/compose up (tests/deploy); squid
 # and iptables for allow-listed networks' egress proxy (orsbox.sandbox.docker.proxy,
 # docs/network.md), run by orsbox per sandbox: the package's own service is not wanted.
+# The engine and mmdebstrap go in first: the local Debian base image
+# (scripts/make-local-base.sh, about 30 s of mmdebstrap) is then made while the rest
+# installs and pip runs, not after them.
+first=()
+command -v dockerd >/dev/null || first+=(docker.io)
+no_mmdebstrap=0
+command -v mmdebstrap >/dev/null || no_mmdebstrap=1
 packages=()
-command -v dockerd >/dev/null || packages+=(docker.io)
 command -v podman >/dev/null && command -v catatonit >/dev/null || packages+=(podman catatonit)
 if ! command -v runsc >/dev/null || runsc --version 2>&1 | grep -q '0.0~2022'; then
     echo "deb http://deb.debian.org/debian bookworm-backports main" \
@@ -67,17 +76,24 @@ command -v docker-registry >/dev/null || packages+=(docker-registry)
 command -v docker-compose >/dev/null || packages+=(docker-compose)
 no_squid=0
 command -v squid >/dev/null || [ -x /usr/sbin/squid ] || no_squid=1
-if [ "${#packages[@]}" -gt 0 ] || [ "$no_squid" = 1 ]; then
+apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+if [ "${#first[@]}" -gt 0 ] || [ "${#packages[@]}" -gt 0 ] || [ "$no_squid$no_mmdebstrap" != 00 ]; then
     apt-get update -qq
-    if [ "${#packages[@]}" -gt 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
-    fi
-    if [ "$no_squid" = 1 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends squid iptables >/dev/null
-        (systemctl disable --now squid || service squid stop) >/dev/null 2>&1 || true
-    fi
 fi
+if [ "${#first[@]}" -gt 0 ]; then apt_install "${first[@]}"; fi
+if [ "$no_mmdebstrap" = 1 ]; then apt_install --no-install-recommends mmdebstrap; fi
+stamp "the engine's packages"
 bash scripts/start-docker.sh
+stamp "the Docker engine"
+base_log="$(mktemp)"
+bash scripts/make-local-base.sh >"$base_log" 2>&1 &
+local_base=$!
+if [ "${#packages[@]}" -gt 0 ]; then apt_install "${packages[@]}"; fi
+if [ "$no_squid" = 1 ]; then
+    apt_install --no-install-recommends squid iptables
+    (systemctl disable --now squid || service squid stop) >/dev/null 2>&1 || true
+fi
+stamp "Debian's packages"
 if ! wait "$pip_install"; then
     cat "$pip_log" >&2
     echo "the Python packages could not be installed" >&2
@@ -85,13 +101,23 @@ if ! wait "$pip_install"; then
 fi
 cat "$pip_log"
 rm -f "$pip_log"
+stamp "the Python packages"
 # Types: mypy over orsbox/ as [tool.mypy] in pyproject.toml says (its cache in
 # .mypy_cache): about 30 s cold on 2 idle cores (26 s of CPU), 3 s from the cache; it
 # runs while the images build and the gVisor and Podman engines start
 type_log="$(mktemp)"
 python3 -m mypy >"$type_log" 2>&1 &
 type_check=$!
+if ! wait "$local_base"; then
+    cat "$base_log" >&2
+    echo "the local Debian base image could not be made" >&2
+    exit 1
+fi
+cat "$base_log"
+rm -f "$base_log"
+stamp "the local Debian base"
 bash scripts/build-images.sh
+stamp "the sandbox images"
 # CI owns its Docker engine, so the tests that stop and restart it run here
 export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
 # gVisor: a second, private engine with runsc for the runsc half of the conformance and
@@ -124,8 +150,10 @@ podman_start=$!
 # The deployment's images (tests/deploy, README "Running the server in Docker"): the
 # server and router images, built without network inside the build
 python3 -m orsbox.cli.main build --server
+stamp "the server images"
 wait "$runsc_start"
 wait "$podman_start"
+stamp "the gVisor and Podman engines"
 export ORSBOX_REQUIRE_RUNSC="${ORSBOX_REQUIRE_RUNSC:-1}"
 export ORSBOX_REQUIRE_PODMAN="${ORSBOX_REQUIRE_PODMAN:-1}"
 if ! wait "$harbor_install"; then
@@ -134,6 +162,7 @@ if ! wait "$harbor_install"; then
     exit 1
 fi
 rm -f "$harbor_log" "$editable_lock"
+stamp "Harbor's venv"
 export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
 ruff check .
 ruff format --check orsbox tests docs/hooks
@@ -154,8 +183,11 @@ if [ "$#" -gt 0 ]; then
     python3 -m pytest --durations=40 "$@" || status=$?
     exit "$status"
 fi
+stamp "the setup"
 python3 -m pytest -n "${ORSBOX_TEST_WORKERS:-3}" --dist loadfile -m "not serial" --durations=40 || status=$?
+stamp "the tests run in parallel"
 # only the files holding serial tests are collected again (collecting all takes ~15 s)
 mapfile -t serial_files < <(grep -rl --include='test_*.py' 'pytest.mark.serial' tests)
 python3 -m pytest -m serial --durations=10 "${serial_files[@]}" || status=$?
+stamp "the serial tests"
 exit "$status"
