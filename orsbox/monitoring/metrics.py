@@ -203,6 +203,14 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.collector_pause_seconds = Histogram(
+            "orsbox_gc_pause_seconds",
+            "Wall time of each cyclic garbage collection in the server, by generation "
+            "(orsbox.server.collector): the event loop waits it out",
+            ["generation"],
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
         self.output_capped_bytes = PromCounter(
             "orsbox_output_capped_bytes",
             "Bytes of command output cut by output caps",

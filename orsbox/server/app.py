@@ -38,6 +38,7 @@ from orsbox.sandbox.pool import WarmPool
 from orsbox.sandbox.setup_snapshots import SetupSnapshots
 from orsbox.server.access import OPEN_PATHS, TokenMiddleware
 from orsbox.server.catalog import Catalog
+from orsbox.server.collector import watch_collector
 from orsbox.server.errors import install_error_handlers
 from orsbox.server.fast_path import CallFastPath
 from orsbox.server.health import HealthProbe
@@ -118,7 +119,8 @@ def create_app(
         log_client_url(settings)
         log_session_url(settings)
         try:
-            yield
+            with watch_collector(observer.metrics.collector_pause_seconds):
+                yield
         finally:
             for task in background:
                 task.cancel()

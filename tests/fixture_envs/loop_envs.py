@@ -1,10 +1,11 @@
-"""An environment whose tool holds the server's event loop, for the loop-lag monitor's
-test (tests/monitoring/test_loop_lag.py). Test-only: orsbox runs sync tools in threads, so
+"""An environment whose tools hold the server's event loop, for the loop-lag monitor's
+test (tests/monitoring/test_loop_lag.py) and the collector's (test_gc_pauses.py). Test-only: orsbox runs sync tools in threads, so
 only an `async` tool that calls blocking code can do this, which is the mistake whose
 cost the monitor makes visible."""
 
 from __future__ import annotations
 
+import gc
 import time
 
 from pydantic import BaseModel
@@ -14,6 +15,10 @@ from orsbox import Environment, TextBlock, ToolOutput, tool
 
 class Hold(BaseModel):
     seconds: float
+
+
+class Garbage(BaseModel):
+    objects: int
 
 
 class LoopHog(Environment):
@@ -35,3 +40,13 @@ class LoopHog(Environment):
         """Sleep synchronously inside a coroutine: the whole server waits."""
         time.sleep(params.seconds)
         return ToolOutput(blocks=[TextBlock(text=f"held {params.seconds}")])
+
+    @tool
+    async def collect_garbage(self, params: Garbage) -> ToolOutput:
+        """A full collection of the server's heap with `objects` more tracked objects
+        (self-referencing lists) in it, which it must walk."""
+        held: list[list[object]] = [[] for _ in range(params.objects)]
+        for item in held:
+            item.append(item)
+        gc.collect()
+        return ToolOutput(blocks=[TextBlock(text=f"walked {len(held)} more")])
