@@ -20,9 +20,9 @@ At each step, with every live episode idle, then with 10 % of them active:
 * the server's RSS, fds and threads; dockerd's, containerd's and the shims' fds;
 * the time to create the step's new episodes (first `/create` to the last first call);
 * calls: 10 % of the live episodes active, each calling `bash` (`true`) every
-  `PACE_S` on its own connection, a paced load an agent makes (p50, p99); then the same
-  episodes back to back, the server's ceiling at that size (calls/s, p99); `/health`
-  polled on its own connection meanwhile (p99 of the paced phase).
+  `PACE_S` on its own connection for 15 s, a paced load an agent makes (p50, p99); then
+  the same episodes back to back for 5 s, the server's ceiling at that size (calls/s,
+  p99); `/health` polled on its own connection meanwhile (p99 of the paced phase).
 
 Baseline, in the same run before the ramp: bare containers of the same image
 (`docker run -d --init --network none ... sleep infinity` through the API, labelled),
@@ -408,14 +408,16 @@ async def episode_ramp(
         await asyncio.sleep(2)
         empty = await asyncio.to_thread(footprint, [], server.pid)
         tasks_empty = host_tasks()
-        seconds = bench.scale(5, 2)
+        # the call phases: paced, then ceiling. At 1,000 live a 5 s paced phase was 1,000
+        # calls, its p99 the 10th slowest
+        seconds = (bench.scale(15, 2), bench.scale(5, 2))
         per_used = per_tasks = 0.0
         group = 0
         for target in steps:
             added = target - len(sids)
             last = ramp.steps[-1] if ramp.steps else None
             rate = last.create_s / max(1, last.added) if last else 0.5
-            needs = added * (rate * 1.3 + DELETE_S) + 3 * seconds + 15  # create, calls, delete
+            needs = added * (rate * 1.3 + DELETE_S) + sum(seconds) + 15  # create, calls, delete
             if needs > budget_s - (time.monotonic() - started):
                 ramp.first_limit, ramp.why = "time-budget", f"{target} would not fit"
             elif blocked := next_step_blocked(added, per_used, per_tasks):
@@ -464,7 +466,7 @@ async def measure_step(
     sids: list[str],
     empty: Footprint,
     step: Step,
-    seconds: float,
+    seconds: tuple[float, float],  # the paced and the ceiling phase
 ) -> None:
     ids = await asyncio.to_thread(container_ids, bench, server.server_id)
     now = await asyncio.to_thread(footprint, ids, server.pid)
@@ -485,8 +487,8 @@ async def measure_step(
     step.host_tasks = host_tasks()
     active = random.sample(sids, max(1, round(live * ACTIVE)))
     step.active = len(active)
-    paced = await call_phase(server.url, env, active, seconds, PACE_S)
-    ceiling = await call_phase(server.url, env, active, seconds, None)
+    paced = await call_phase(server.url, env, active, seconds[0], PACE_S)
+    ceiling = await call_phase(server.url, env, active, seconds[1], None)
     step.paced_calls_per_s = paced["calls_per_s"]
     step.call_p50_ms, step.call_p99_ms = paced["p50"], paced["p99"]
     step.health_p99_ms = paced["health_p99"]
@@ -733,7 +735,7 @@ def main() -> None:
     parser.add_argument("--svg", type=Path, default=None, help="write the plot here")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--run-id", default=None, help="labels of this run (tests find them)")
-    parser.add_argument("--quick", action="store_true", help="2 s call phases, not 5 s")
+    parser.add_argument("--quick", action="store_true", help="2 s call phases (not 15 and 5)")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--budget-s", type=float, default=TIME_BUDGET_S, help="ramp time")
     parser.add_argument("--replot", type=Path, nargs="+", help="--json reports: plot, no run")
