@@ -21,8 +21,8 @@ stamp() { echo "test.sh: $1 at +$((SECONDS - setup_started)) s"; }
 # where its dependencies (torch, transformers, accelerate) took minutes. The
 # GRPOTrainer smoke that needs them runs under `-m trl` (docs/train-with-trl.md).
 pip_log="$(mktemp)"
-# the two editable installs of this checkout (here and Harbor's venv) take turns: each
-# writes orsbox.egg-info in the checkout
+# the two editable installs of this checkout (here and Harbor's venv) and the server
+# image's wheel take turns: each writes orsbox.egg-info in the checkout
 editable_lock="$(mktemp)"
 (
     flock "$editable_lock" \
@@ -116,6 +116,14 @@ fi
 cat "$base_log"
 rm -f "$base_log"
 stamp "the local Debian base"
+# The deployment's images (tests/deploy, README "Running the server in Docker"): the
+# server's, the router's and the registry's, built without network inside the build.
+# They need only the local Debian base and pip's wheels, so they build while the
+# sandbox images do (they took 40 s after them). Its `pip wheel` of the checkout writes
+# orsbox.egg-info too, so it takes its turn with the editable installs.
+server_log="$(mktemp)"
+flock "$editable_lock" python3 -m orsbox.cli.main build --server >"$server_log" 2>&1 &
+server_build=$!
 bash scripts/build-images.sh
 stamp "the sandbox images"
 # CI owns its Docker engine, so the tests that stop and restart it run here
@@ -124,7 +132,7 @@ export ORSBOX_DISRUPTIVE_TESTS="${ORSBOX_DISRUPTIVE_TESTS:-1}"
 # adversarial tests (tests/runtimes.py); Podman: its Docker-compatible API as a third
 # real engine for the conformance suite. The tests fail rather than skip when either
 # is missing. Both start (each loads the base image) while the deployment's images
-# build, and stop when the tests end; the main engine is never touched.
+# finish, and stop when the tests end; the main engine is never touched.
 stop_runsc_engine() {
     local pid
     pid="$(cat "${ORSBOX_RUNSC_PIDFILE:-/tmp/orsbox-runsc-dockerd.pid}" 2>/dev/null || true)"
@@ -147,9 +155,13 @@ bash scripts/start-runsc-engine.sh &
 runsc_start=$!
 bash scripts/start-podman-engine.sh >/dev/null &
 podman_start=$!
-# The deployment's images (tests/deploy, README "Running the server in Docker"): the
-# server and router images, built without network inside the build
-python3 -m orsbox.cli.main build --server
+if ! wait "$server_build"; then
+    cat "$server_log" >&2
+    echo "the server's images could not be built" >&2
+    exit 1
+fi
+cat "$server_log"
+rm -f "$server_log"
 stamp "the server images"
 wait "$runsc_start"
 wait "$podman_start"
