@@ -37,6 +37,8 @@ def watch_collector(histogram: Histogram) -> Iterator[None]:
     generation. The callback is the process's (`gc.callbacks`), so it is removed on
     the way out: in-process servers in tests come and go."""
     started: dict[int, float] = {}
+    for generation in range(len(gc.get_count())):  # reported from the start, at 0
+        histogram.labels(str(generation))
 
     def on_collection(phase: str, info: dict[str, Any]) -> None:
         generation = info["generation"]

@@ -56,6 +56,7 @@ def test_the_hook_is_removed_on_the_way_out() -> None:
     hooks = list(gc.callbacks)
     with watch_collector(histogram):
         assert len(gc.callbacks) == len(hooks) + 1
+        assert full_pass_count(histogram) == 0  # there before the first pass
         gc.collect()
     assert gc.callbacks == hooks
     assert full_pass_count(histogram) == 1
