@@ -22,7 +22,9 @@ At each step, with every live episode idle, then with 10 % of them active:
 * calls: 10 % of the live episodes active, each calling `bash` (`true`) every
   `PACE_S` on its own connection for 15 s, a paced load an agent makes (p50, p99); then
   the same episodes back to back for 5 s, the server's ceiling at that size (calls/s,
-  p99); `/health` polled on its own connection meanwhile (p99 of the paced phase).
+  p99); `/health` polled on its own connection meanwhile (p99 of the paced phase);
+  the server's full garbage collections during the paced phase (`/metrics`,
+  `orsbox_gc_pause_seconds`), each of which holds every call in flight.
 
 Baseline, in the same run before the ramp: bare containers of the same image
 (`docker run -d --init --network none ... sleep infinity` through the API, labelled),
@@ -57,6 +59,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import servers
 from bench.client import Connection
@@ -131,6 +135,10 @@ class Step:
     ceiling_p99_ms: float = math.nan
     call_errors: int = 0
     seconds: float = 0.0
+    # the server's full collections during the paced phase (orsbox_gc_pause_seconds,
+    # generation 2): how many and their total; None when /metrics did not say
+    gc_full_passes: int | None = None
+    gc_full_pause_ms: float | None = None
 
 
 @dataclass
@@ -283,6 +291,28 @@ async def health_poller(url: str, until: float, samples: list[float]) -> None:
             await asyncio.sleep(0.02)
     finally:
         await conn.close()
+
+
+async def full_collections(url: str) -> tuple[float, float] | None:
+    """The server's full (generation 2) collections so far, (count, seconds), from its
+    /metrics; None if it does not report them."""
+    conn = await Connection.open(url)
+    try:
+        answer = await conn.request("GET", "/metrics")
+    finally:
+        await conn.close()
+    if answer.status != 200:
+        return None
+    found = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(answer.body.decode())
+        for sample in family.samples
+        if sample.name.startswith("orsbox_gc_pause_seconds")
+        and sample.labels.get("generation") == "2"
+    }
+    if "orsbox_gc_pause_seconds_count" not in found:
+        return None
+    return found["orsbox_gc_pause_seconds_count"], found["orsbox_gc_pause_seconds_sum"]
 
 
 async def call_phase(
@@ -487,7 +517,11 @@ async def measure_step(
     step.host_tasks = host_tasks()
     active = random.sample(sids, max(1, round(live * ACTIVE)))
     step.active = len(active)
+    collected = await full_collections(server.url)
     paced = await call_phase(server.url, env, active, seconds[0], PACE_S)
+    if collected is not None and (after := await full_collections(server.url)) is not None:
+        step.gc_full_passes = round(after[0] - collected[0])
+        step.gc_full_pause_ms = round((after[1] - collected[1]) * 1000, 1)
     ceiling = await call_phase(server.url, env, active, seconds[1], None)
     step.paced_calls_per_s = paced["calls_per_s"]
     step.call_p50_ms, step.call_p99_ms = paced["p50"], paced["p99"]
@@ -561,6 +595,7 @@ def markdown_table(ramp: Ramp) -> str:
         "call p50 / p99 ms",
         "/health p99 ms",
         "back-to-back calls/s (p99 ms)",
+        "full GC passes, paced (ms)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in ramp.steps:
@@ -586,6 +621,7 @@ def markdown_table(ramp: Ramp) -> str:
             f"{s.call_p50_ms:.1f} / {s.call_p99_ms:.1f}",
             f"{s.health_p99_ms:.1f}",
             f"{s.ceiling_calls_per_s:.0f} ({s.ceiling_p99_ms:.0f})",
+            "" if s.gc_full_passes is None else f"{s.gc_full_passes} ({s.gc_full_pause_ms:.0f})",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

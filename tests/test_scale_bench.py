@@ -71,6 +71,7 @@ def test_a_tiny_ramp_prints_its_line_and_leaves_nothing(
         assert step["failures"] == 0 and step["call_errors"] == 0, step
         assert step["mem_per_episode_mib"] > 0 and step["server_fds"] > 0, step
         assert step["shim_fds"] > 0 and step["engine_mib"] > 0, step
+        assert step["gc_full_passes"] >= 0 and step["gc_full_pause_ms"] >= 0, step  # read
     assert "| 3 |" in done.stdout  # the table's row for the step
     assert (tmp_path / "scale.svg").read_text().startswith("<svg")
     assert left_behind(docker_client, run_id) == []
