@@ -190,6 +190,7 @@ if ! wait "$type_check"; then
     exit 1
 fi
 cat "$type_log"
+rm -f "$type_log"
 status=0
 if [ "$#" -gt 0 ]; then
     python3 -m pytest --durations=40 "$@" || status=$?

@@ -5,6 +5,7 @@ test-artifacts/ for a human to look at."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +35,7 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
 @pytest.fixture
-def browser() -> Iterator[webdriver.Chrome]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
         pytest.fail("needs Debian's chromium and chromium-driver (scripts/test.sh installs them)")
     options = Options()
@@ -46,7 +47,10 @@ def browser() -> Iterator[webdriver.Chrome]:
         "--window-size=1400,1000",
     ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    # Chromium's singleton socket folder (org.chromium.Chromium.*) goes under TMPDIR and
+    # outlived every run in /tmp
+    env = {**os.environ, "TMPDIR": str(tmp_path_factory.mktemp("chromium"))}
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env=env), options=options)
     yield driver
     driver.quit()
 
