@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
 
 @dataclass
 class Response:
@@ -93,3 +96,19 @@ class Connection:
         self.writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
+
+
+async def metric_samples(url: str) -> list[Sample]:
+    """Every sample of the server's `/metrics` now; raises if it does not answer 200."""
+    conn = await Connection.open(url)
+    try:
+        answer = await conn.request("GET", "/metrics")
+    finally:
+        await conn.close()
+    if answer.status != 200:
+        raise RuntimeError(f"/metrics answered {answer.status}: {answer.body[:200]!r}")
+    return [
+        sample
+        for family in text_string_to_metric_families(answer.body.decode())
+        for sample in family.samples
+    ]

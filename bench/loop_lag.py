@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import math
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from bench.client import Connection
+from bench.client import metric_samples
 
 LAG = "orsbox_event_loop_lag_seconds"
 
@@ -21,17 +19,9 @@ Buckets = dict[float, float]  # upper bound (s) -> cumulative count
 
 async def scrape(url: str) -> Buckets:
     """The lag histogram's cumulative buckets now."""
-    conn = await Connection.open(url)
-    try:
-        answer = await conn.request("GET", "/metrics")
-    finally:
-        await conn.close()
-    if answer.status != 200:
-        raise RuntimeError(f"/metrics answered {answer.status}: {answer.body[:200]!r}")
     return {
         float(sample.labels["le"]): sample.value
-        for family in text_string_to_metric_families(answer.body.decode())
-        for sample in family.samples
+        for sample in await metric_samples(url)
         if sample.name == f"{LAG}_bucket"
     }
 

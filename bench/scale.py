@@ -60,10 +60,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from bench import servers
-from bench.client import Connection
+from bench.client import Connection, metric_samples
 from bench.engine_use import SOCKET, EngineUse, fds, machine_memory_used, pss_bytes, threads
 from bench.harness import BENCH_LABEL, Bench, Session
 from bench.stats import Row, percentile
@@ -296,17 +294,13 @@ async def health_poller(url: str, until: float, samples: list[float]) -> None:
 async def full_collections(url: str) -> tuple[float, float] | None:
     """The server's full (generation 2) collections so far, (count, seconds), from its
     /metrics; None if it does not report them."""
-    conn = await Connection.open(url)
     try:
-        answer = await conn.request("GET", "/metrics")
-    finally:
-        await conn.close()
-    if answer.status != 200:
+        samples = await metric_samples(url)
+    except (RuntimeError, OSError):
         return None
     found = {
         sample.name: sample.value
-        for family in text_string_to_metric_families(answer.body.decode())
-        for sample in family.samples
+        for sample in samples
         if sample.name.startswith("orsbox_gc_pause_seconds")
         and sample.labels.get("generation") == "2"
     }
