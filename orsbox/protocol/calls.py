@@ -6,12 +6,12 @@ that re-posts the call with the `task_id` it was given gets the result. A task i
 only found from the session that started it. The linger is measured on the registry's
 clock (`orsbox.clock`), which a test may move by hand.
 
-A finished call is kept as tuples of strings, which the cyclic GC stops tracking at
-its first pass: at 600 calls a second the buffer holds 36,000
-results. When each kept its task, coroutine, context, `asyncio.Event` and linger timer
+A finished call is kept as a tuple of strings, which the cyclic GC stops tracking at
+its first pass: at 600 calls a second the buffer holds 36,000 results. When each kept
+its task, coroutine, context, `asyncio.Event` and linger timer
 (15 to 17 tracked objects), they were most of what the server's full collections
 walked; promoted by the thousand each second, they set a full pass off every two
-seconds, each holding the loop for 170-510 ms at 1,000 live episodes
+seconds, each holding the loop for 166-515 ms at 1,000 live episodes
 (docs/operating/sizing.md). Expiry is one deque in end order, pruned as calls start
 and are looked up.
 """
@@ -40,8 +40,18 @@ CURRENT_TASK_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+class _Reconnectable:
+    """What a running and a finished call share: the stream starts with the task id a
+    client re-posts to reconnect."""
+
+    task_id: str
+
+    def first_events(self) -> list[Event]:
+        return [{"event": "task_id", "data": self.task_id}]
+
+
 @dataclass(eq=False)
-class CallRecord:
+class CallRecord(_Reconnectable):
     """A call while it runs."""
 
     task_id: str
@@ -50,9 +60,6 @@ class CallRecord:
     events: list[Event] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
-    def first_events(self) -> list[Event]:
-        return [{"event": "task_id", "data": self.task_id}]
-
     async def final_events(self) -> list[Event]:
         """Once the call ends: its `chunk`.../`end` events, or one `error` event."""
         await self.done.wait()
@@ -60,14 +67,11 @@ class CallRecord:
 
 
 @dataclass(frozen=True)
-class FinishedCall:
+class FinishedCall(_Reconnectable):
     """A call's result, as the registry hands it to a client that reconnects."""
 
     task_id: str
     events: list[Event]
-
-    def first_events(self) -> list[Event]:
-        return [{"event": "task_id", "data": self.task_id}]
 
     async def final_events(self) -> list[Event]:
         return self.events

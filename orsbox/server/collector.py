@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,9 +47,8 @@ def watch_collector(histogram: Histogram) -> Iterator[None]:
         elif generation in started:
             histogram.labels(str(generation)).observe(time.perf_counter() - started.pop(generation))
 
-    callback: Callable[[str, dict[str, Any]], None] = on_collection
-    gc.callbacks.append(callback)
+    gc.callbacks.append(on_collection)
     try:
         yield
     finally:
-        gc.callbacks.remove(callback)
+        gc.callbacks.remove(on_collection)
