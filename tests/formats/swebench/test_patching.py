@@ -93,7 +93,24 @@ def upstream_outcomes(
     version: str, pythonpath: str, cases: list[tuple[bytes, str]], logs: Path
 ) -> list[tuple[bool, str | None]]:
     """(applied, tree) per (repository tar, patch), as swebench `version`'s own
-    run_instance leaves a container: one process, one container per case."""
+    run_instance leaves a container. A case whose run the harness's machinery cut short
+    (applied, then no eval output: seen once in a loaded CI run, with no log kept) runs
+    once more on a fresh container; twice cut short fails with the harness's log."""
+    results = harness_run(version, pythonpath, cases, logs / "first")
+    again = [n for n, result in enumerate(results) if "incomplete" in result]
+    if again:
+        retried = harness_run(version, pythonpath, [cases[n] for n in again], logs / "again")
+        for n, result in zip(again, retried, strict=True):
+            assert "incomplete" not in result, f"{version}: {result['incomplete']}"
+            results[n] = result
+    return [(result["applied"], result["tree"]) for result in results]
+
+
+def harness_run(
+    version: str, pythonpath: str, cases: list[tuple[bytes, str]], logs: Path
+) -> list[dict[str, Any]]:
+    """The runner's answer per case: one process, one container per case."""
+    logs.mkdir()
     client = docker.from_env()
     containers = []
     try:
@@ -115,7 +132,7 @@ def upstream_outcomes(
         assert done.returncode == 0, done.stderr[-3000:]
         answer = json.loads(done.stdout.strip().splitlines()[-1])
         assert answer["version"] == version
-        return [(result["applied"], result["tree"]) for result in answer["results"]]
+        return answer["results"]
     finally:
         for container in containers:
             with suppress(docker.errors.NotFound):

@@ -1,5 +1,7 @@
 """Run one swebench version's own `run_instance` on containers the test prepared, and
-print what each patch application came to: `[{"applied": bool, "tree": str | null}]`.
+print what each patch application came to: `[{"applied": bool, "tree": str | null}]`,
+with `"incomplete"` (the harness's log) when the patch applied but the eval script's
+output never came back (an error of the harness's own machinery, not an outcome).
 
 Run as a script, in its own process, so that the version under test is whichever
 `swebench` the process imports (the installed 5.0.2, or 4.1.0's wheel on PYTHONPATH).
@@ -77,7 +79,10 @@ def outcome(job: dict[str, str], run_id: str, client: docker.DockerClient) -> di
     applied = APPLY_PATCH_PASS in (log_dir / "run_instance.log").read_text()
     output = log_dir / "test_output.txt"
     found = TREE.search(output.read_text()) if output.exists() else None
-    return {"applied": applied, "tree": found[1] if found else None}
+    result: dict[str, object] = {"applied": applied, "tree": found[1] if found else None}
+    if applied and not found:  # the eval script prints a tree whenever it runs
+        result["incomplete"] = (log_dir / "run_instance.log").read_text()[-3000:]
+    return result
 
 
 def main() -> None:
