@@ -30,10 +30,23 @@ Check = EngineCheck  # one answer with its fix
 
 
 def report(check: Check) -> None:
-    mark = "[green]ok  [/green]" if check.ok else "[red]FAIL[/red]"
+    if not check.ok:
+        mark = "[red]FAIL[/red]"
+    else:
+        mark = "[yellow]warn[/yellow]" if check.warning else "[green]ok  [/green]"
     out.print(f"{mark} {check.name}: {check.detail}")
-    if not check.ok and check.fix:
+    if (check.warning or not check.ok) and check.fix:
         out.print(f"     [bold]fix:[/bold] {check.fix}")
+
+
+def summary(checks: list[Check]) -> str:
+    """The last line: counts of what failed and what holds with a warning."""
+    failed = sum(not c.ok for c in checks)
+    warned = sum(c.ok and c.warning for c in checks)
+    notes = f", {warned} warning{'s' * (warned != 1)}" if warned else ""
+    if failed:
+        return f"{len(checks) - failed} ok, {failed} failed{notes}"
+    return f"All good{notes}."
 
 
 def engine_check() -> tuple[Check, list[Check] | None, list[HostLimit]]:
@@ -136,8 +149,9 @@ def doctor(
     egress guard's rules can be put in place (and what they block), and squid is there
     for allow-lists. The host's limits (open files, tasks, inotify, conntrack, the
     engine's own) leave room for `episodes` more live episodes, or the one that stops
-    them first is named with its setting. Prints a fix for each failure; exit code 1
-    when anything failed."""
+    them first is named with its setting. The engine's release is checked against known
+    bugs orsbox's load meets (a warning). Prints a fix for each failure and warning;
+    exit code 1 when anything failed."""
     check, engine_checks, limits = engine_check()
     checks = [check]
     report(check)
@@ -152,9 +166,6 @@ def doctor(
         report(check)
         found.append(check)
     checks += found
-    failed = [c for c in checks if not c.ok]
-    out.print(
-        f"\n{len(checks) - len(failed)} ok, {len(failed)} failed" if failed else "\nAll good."
-    )
-    if failed:
+    out.print(f"\n{summary(checks)}")
+    if not all(c.ok for c in checks):
         raise typer.Exit(1)

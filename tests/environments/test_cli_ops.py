@@ -15,6 +15,7 @@ import pytest
 
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.docker.diagnosis import release_check
 from orsbox.sandbox.procfs import process_start_time
 from tests.environments.conftest import orsbox
 from tests.runtimes import PODMAN_ENGINE, RUNSC_ENGINE, runtime_available
@@ -32,7 +33,12 @@ def test_doctor_finds_everything_in_order(bundled_images: None) -> None:
         "no network: interfaces: lo",
     ):
         assert line in done.stdout
-    assert done.stdout.rstrip().endswith("All good.")
+    # Debian 12's docker.io (20.10.24) lacks a deadlock fix: a warning that does not fail
+    release = docker.from_env().version()["Version"]
+    known_bug = release_check(f"Docker {release}").warning
+    mark = "warn" if known_bug else "ok  "
+    assert f"{mark} engine release: Docker {release.split('+')[0]}" in done.stdout
+    assert done.stdout.rstrip().endswith(", 1 warning." if known_bug else "All good.")
 
 
 def owned_by(pid: int, start: str, label_format: str = "current") -> dict[str, str]:

@@ -7,6 +7,7 @@ plain data the CLI prints (`SandboxBackend.engine_checks`)."""
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from orsbox.sandbox.diagnosis import EngineCheck as Check
@@ -41,7 +42,40 @@ CGROUP_FIX = (
 def engine_checks(client: Any, description: str, has_base: bool, wanted: str | None) -> list[Check]:
     """The limit checks, then the runtime checks, of the engine behind `client`
     (blocking: run it in a thread)."""
-    return [*limit_checks(client, has_base), *runtime_checks(client, description, has_base, wanted)]
+    return [
+        release_check(description),
+        *limit_checks(client, has_base),
+        *runtime_checks(client, description, has_base, wanted),
+    ]
+
+
+# Docker releases before 20.10.27 (and the 21/22 lines: 23.0 has it) lack the fix for
+# libnetwork's deadlock between its watch loop and endpoint deletion (moby/moby#42545,
+# fixed by moby/moby#46693): removing hundreds of containers at once can hang every
+# later removal and `docker info` until dockerd restarts. Seen here once, removing a
+# ramp's 1,000 episodes on Debian 12's docker.io 20.10.24 (docs/operating/sizing.md).
+DEADLOCK_FIXED = ((20, 10, 27), (23, 0, 0))
+
+
+def release_check(description: str) -> Check:
+    """The engine's release against known bugs orsbox's load meets: a warning, not a
+    failure (see `EngineCheck.warning`); Podman and unparsed releases pass unnamed."""
+    found = re.match(r"Docker (\d+)\.(\d+)\.(\d+)", description)
+    if found is None:
+        return Check("engine release", True, description.split(" at ")[0])
+    release = tuple(int(part) for part in found.groups())
+    fixed = release >= DEADLOCK_FIXED[1] or DEADLOCK_FIXED[0] <= release < (20, 11, 0)
+    if fixed:
+        return Check("engine release", True, found[0])
+    return Check(
+        "engine release",
+        True,
+        f"{found[0]} can deadlock removing many containers at once (libnetwork, "
+        "moby/moby#42545): removals and `docker info` hang until dockerd restarts",
+        "where hundreds of episodes come and go, run Docker 20.10.27 or later "
+        "(Docker's own apt repository: docker-ce)",
+        warning=True,
+    )
 
 
 def probe(client: Any, image: str) -> tuple[dict[str, str], list[str]]:
