@@ -24,7 +24,10 @@ At each step, with every live episode idle, then with 10 % of them active:
   the same episodes back to back for 5 s, the server's ceiling at that size (calls/s,
   p99); `/health` polled on its own connection meanwhile (p99 of the paced phase);
   the server's full garbage collections during the paced phase (`/metrics`,
-  `orsbox_gc_pause_seconds`), each of which holds every call in flight.
+  `orsbox_gc_pause_seconds`), each of which holds every call in flight, and how many
+  of the paced calls the server itself held past 50 ms (`/metrics`,
+  `orsbox_tool_call_duration_seconds`): a client p99 past the goal with none held
+  there lost its time outside the server.
 
 Baseline, in the same run before the ramp: bare containers of the same image
 (`docker run -d --init --network none ... sleep infinity` through the API, labelled),
@@ -137,6 +140,10 @@ class Step:
     # generation 2): how many and their total; None when /metrics did not say
     gc_full_passes: int | None = None
     gc_full_pause_ms: float | None = None
+    # the paced phase's calls as the server timed them (arrival to result): all, and
+    # those it held past 50 ms (the p99 goal); None when /metrics did not say
+    server_calls: int | None = None
+    server_held_over_50ms: int | None = None
 
 
 @dataclass
@@ -291,22 +298,51 @@ async def health_poller(url: str, until: float, samples: list[float]) -> None:
         await conn.close()
 
 
-async def full_collections(url: str) -> tuple[float, float] | None:
-    """The server's full (generation 2) collections so far, (count, seconds), from its
-    /metrics; None if it does not report them."""
+@dataclass(frozen=True)
+class ServerCounts:
+    """Counters of the server's `/metrics` that a paced phase is judged by, read before
+    and after it: its full (generation 2) collections, (count, seconds); and its tool
+    calls, all of them and those it answered within `SERVER_HELD_S` of their arrival
+    (`orsbox_tool_call_duration_seconds`, summed over environments). A call the client
+    saw past the goal but the server held within it lost its time outside the server:
+    the engine's attach path (dockerd, the shim) or a machine short of CPU."""
+
+    gc_full: tuple[float, float]
+    calls: float
+    calls_within: float
+
+
+SERVER_HELD_S = "0.05"  # a bucket bound of the server's call histogram: the p99 goal
+
+
+async def server_counts(url: str) -> ServerCounts | None:
+    """The counters now; None if the server does not report them."""
     try:
         samples = await metric_samples(url)
     except (RuntimeError, OSError):
         return None
-    found = {
-        sample.name: sample.value
-        for sample in samples
-        if sample.name.startswith("orsbox_gc_pause_seconds")
-        and sample.labels.get("generation") == "2"
-    }
-    if "orsbox_gc_pause_seconds_count" not in found:
+    gc: dict[str, float] = {}
+    calls = within = 0.0
+    for sample in samples:
+        if sample.name.startswith("orsbox_gc_pause_seconds"):
+            if sample.labels.get("generation") == "2":
+                gc[sample.name] = sample.value
+        elif sample.name == "orsbox_tool_call_duration_seconds_bucket":
+            bound = sample.labels.get("le")
+            calls += sample.value if bound == "+Inf" else 0.0
+            within += sample.value if bound == SERVER_HELD_S else 0.0
+    if "orsbox_gc_pause_seconds_count" not in gc:
         return None
-    return found["orsbox_gc_pause_seconds_count"], found["orsbox_gc_pause_seconds_sum"]
+    passes = (gc["orsbox_gc_pause_seconds_count"], gc["orsbox_gc_pause_seconds_sum"])
+    return ServerCounts(passes, calls, within)
+
+
+def read_server_counts(step: Step, before: ServerCounts, after: ServerCounts) -> None:
+    """What the server did during the phase between `before` and `after`."""
+    step.gc_full_passes = round(after.gc_full[0] - before.gc_full[0])
+    step.gc_full_pause_ms = round((after.gc_full[1] - before.gc_full[1]) * 1000, 1)
+    step.server_calls = round(after.calls - before.calls)
+    step.server_held_over_50ms = step.server_calls - round(after.calls_within - before.calls_within)
 
 
 async def call_phase(
@@ -511,11 +547,10 @@ async def measure_step(
     step.host_tasks = host_tasks()
     active = random.sample(sids, max(1, round(live * ACTIVE)))
     step.active = len(active)
-    collected = await full_collections(server.url)
+    before = await server_counts(server.url)
     paced = await call_phase(server.url, env, active, seconds[0], PACE_S)
-    if collected is not None and (after := await full_collections(server.url)) is not None:
-        step.gc_full_passes = round(after[0] - collected[0])
-        step.gc_full_pause_ms = round((after[1] - collected[1]) * 1000, 1)
+    if before is not None and (after := await server_counts(server.url)) is not None:
+        read_server_counts(step, before, after)
     ceiling = await call_phase(server.url, env, active, seconds[1], None)
     step.paced_calls_per_s = paced["calls_per_s"]
     step.call_p50_ms, step.call_p99_ms = paced["p50"], paced["p99"]
@@ -590,6 +625,7 @@ def markdown_table(ramp: Ramp) -> str:
         "/health p99 ms",
         "back-to-back calls/s (p99 ms)",
         "full GC passes, paced (ms)",
+        "paced calls the server held > 50 ms",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in ramp.steps:
@@ -616,6 +652,9 @@ def markdown_table(ramp: Ramp) -> str:
             f"{s.health_p99_ms:.1f}",
             f"{s.ceiling_calls_per_s:.0f} ({s.ceiling_p99_ms:.0f})",
             "" if s.gc_full_passes is None else f"{s.gc_full_passes} ({s.gc_full_pause_ms:.0f})",
+            ""
+            if s.server_held_over_50ms is None
+            else f"{s.server_held_over_50ms} of {s.server_calls}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

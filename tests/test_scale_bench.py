@@ -72,6 +72,9 @@ def test_a_tiny_ramp_prints_its_line_and_leaves_nothing(
         assert step["mem_per_episode_mib"] > 0 and step["server_fds"] > 0, step
         assert step["shim_fds"] > 0 and step["engine_mib"] > 0, step
         assert step["gc_full_passes"] >= 0 and step["gc_full_pause_ms"] >= 0, step  # read
+        # the paced phase's calls (one active episode, one call per 0.5 s for 2 s)
+        assert 1 <= step["server_calls"] <= 5, step
+        assert 0 <= step["server_held_over_50ms"] <= step["server_calls"], step
     assert "| 3 |" in done.stdout  # the table's row for the step
     assert (tmp_path / "scale.svg").read_text().startswith("<svg")
     assert left_behind(docker_client, run_id) == []
