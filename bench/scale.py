@@ -26,8 +26,9 @@ At each step, with every live episode idle, then with 10 % of them active:
   the server's full garbage collections during the paced phase (`/metrics`,
   `orsbox_gc_pause_seconds`), each of which holds every call in flight, and how many
   of the paced calls the server itself held past 50 ms (`/metrics`,
-  `orsbox_tool_call_duration_seconds`): a client p99 past the goal with none held
-  there lost its time outside the server.
+  `orsbox_tool_call_duration_seconds`, from a call's arrival to its result, the engine's
+  attach path and the guest included): a client p99 past the goal with none held there
+  lost its time between the client and the server.
 
 Baseline, in the same run before the ramp: bare containers of the same image
 (`docker run -d --init --network none ... sleep infinity` through the API, labelled),
@@ -303,9 +304,11 @@ class ServerCounts:
     """Counters of the server's `/metrics` that a paced phase is judged by, read before
     and after it: its full (generation 2) collections, (count, seconds); and its tool
     calls, all of them and those it answered within `SERVER_HELD_S` of their arrival
-    (`orsbox_tool_call_duration_seconds`, summed over environments). A call the client
-    saw past the goal but the server held within it lost its time outside the server:
-    the engine's attach path (dockerd, the shim) or a machine short of CPU."""
+    (`orsbox_tool_call_duration_seconds`, summed over environments). The server's time
+    covers the round trip through the engine to the guest (dockerd's attach stream, the
+    container's shim) and back; a call the client saw past the goal that the server
+    held within it lost its time before the server read it or after it answered (the
+    client's own loop, the machine's scheduler)."""
 
     gc_full: tuple[float, float]
     calls: float
