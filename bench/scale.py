@@ -28,7 +28,9 @@ At each step, with every live episode idle, then with 10 % of them active:
   of the paced calls the server itself held past 50 ms (`/metrics`,
   `orsbox_tool_call_duration_seconds`, from a call's arrival to its result, the engine's
   attach path and the guest included): a client p99 past the goal with none held there
-  lost its time between the client and the server.
+  lost its time between the client and the server; and who used the machine's CPU
+  during the paced phase (the server, dockerd, the containers' shims, the containers,
+  the rest), in % of all its cores.
 
 Baseline, in the same run before the ramp: bare containers of the same image
 (`docker run -d --init --network none ... sleep infinity` through the API, labelled),
@@ -53,6 +55,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import random
 import shutil
 import sys
@@ -66,6 +69,7 @@ from typing import Any
 
 from bench import servers
 from bench.client import Connection, metric_samples
+from bench.cpu_account import machine_busy
 from bench.engine_use import SOCKET, EngineUse, fds, machine_memory_used, pss_bytes, threads
 from bench.harness import BENCH_LABEL, Bench, Session
 from bench.stats import Row, percentile
@@ -145,6 +149,10 @@ class Step:
     # those it held past 50 ms (the p99 goal); None when /metrics did not say
     server_calls: int | None = None
     server_held_over_50ms: int | None = None
+    # the paced phase's CPU, in % of all the machine's cores over its wall time: the
+    # machine's busy time, and who used it (`CPU_PARTIES`; "rest": the bench's own client,
+    # the kernel's threads, anything else running)
+    paced_cpu_pct: dict[str, float] | None = None
 
 
 @dataclass
@@ -338,6 +346,26 @@ async def server_counts(url: str) -> ServerCounts | None:
         return None
     passes = (gc["orsbox_gc_pause_seconds_count"], gc["orsbox_gc_pause_seconds_sum"])
     return ServerCounts(passes, calls, within)
+
+
+CPU_PARTIES = ("server", "dockerd", "shims", "containers")  # servers.cpu_snapshot's
+
+
+def cpu_now(server_pid: int, container_ids: list[str]) -> dict[str, float]:
+    """CPU seconds so far: the machine's busy time, each party's, and the wall clock."""
+    busy, wall = machine_busy()
+    return {**servers.cpu_snapshot(server_pid, set(container_ids)), "machine": busy, "wall": wall}
+
+
+def cpu_shares(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Each party's CPU between two `cpu_now`s, in % of all cores over the wall time
+    between them; "rest" is the machine's busy time no party accounts for. The shims'
+    share is the containerd shims' own (their forced collection every 30 s, see
+    BENCHMARKS.md), which no setting of orsbox's changes."""
+    capacity = (after["wall"] - before["wall"]) * (os.cpu_count() or 1) / 100
+    used = {key: (after[key] - before[key]) / capacity for key in (*CPU_PARTIES, "machine")}
+    used["rest"] = used["machine"] - sum(used[key] for key in CPU_PARTIES)
+    return {key: round(value, 1) for key, value in used.items()}
 
 
 def read_server_counts(step: Step, before: ServerCounts, after: ServerCounts) -> None:
@@ -551,7 +579,9 @@ async def measure_step(
     active = random.sample(sids, max(1, round(live * ACTIVE)))
     step.active = len(active)
     before = await server_counts(server.url)
+    cpu_before = await asyncio.to_thread(cpu_now, server.pid, ids)
     paced = await call_phase(server.url, env, active, seconds[0], PACE_S)
+    step.paced_cpu_pct = cpu_shares(cpu_before, await asyncio.to_thread(cpu_now, server.pid, ids))
     if before is not None and (after := await server_counts(server.url)) is not None:
         read_server_counts(step, before, after)
     ceiling = await call_phase(server.url, env, active, seconds[1], None)
@@ -629,6 +659,7 @@ def markdown_table(ramp: Ramp) -> str:
         "back-to-back calls/s (p99 ms)",
         "full GC passes, paced (ms)",
         "paced calls the server held > 50 ms",
+        "paced CPU % of the machine: busy (server / dockerd / shims / containers / rest)",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in ramp.steps:
@@ -658,9 +689,17 @@ def markdown_table(ramp: Ramp) -> str:
             ""
             if s.server_held_over_50ms is None
             else f"{s.server_held_over_50ms} of {s.server_calls}",
+            cpu_cell(s.paced_cpu_pct),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def cpu_cell(shares: dict[str, float] | None) -> str:
+    if shares is None:
+        return ""
+    parts = " / ".join(f"{shares[key]:.0f}" for key in (*CPU_PARTIES, "rest"))
+    return f"{shares['machine']:.0f} ({parts})"
 
 
 def write_plot(ramp: Ramp, path: Path) -> None:

@@ -75,6 +75,8 @@ def test_a_tiny_ramp_prints_its_line_and_leaves_nothing(
         # the paced phase's calls (one active episode, one call per 0.5 s for 2 s)
         assert 1 <= step["server_calls"] <= 5, step
         assert 0 <= step["server_held_over_50ms"] <= step["server_calls"], step
+        cpu = step["paced_cpu_pct"]  # the server answered /health every 20 ms meanwhile
+        assert cpu["server"] > 0 and cpu["machine"] >= cpu["server"] + cpu["shims"], step
     assert "| 3 |" in done.stdout  # the table's row for the step
     assert (tmp_path / "scale.svg").read_text().startswith("<svg")
     assert left_behind(docker_client, run_id) == []
