@@ -368,7 +368,14 @@ class DockerBackend(SandboxBackend):
                 sandbox.channel_lost()
 
         sock = await self.engine.start_attached(container_id)
-        channel = await start_guest(sock, name, on_lost=lost, demux=DockerDemux(), memory=memory)
+        channel = await start_guest(
+            sock,
+            name,
+            on_lost=lost,
+            demux=DockerDemux(),
+            memory=memory,
+            sleep_after_s=self.config.guest_sleep_after_s,
+        )
         start_as = functools.partial(self.engine.attach_exec, container_id)
         sandbox = DockerSandbox(
             engine=self.engine,

@@ -63,6 +63,14 @@ class DockerConfig(BackendConfig):
         "link-local or the host's own (docs/network.md), e.g. an internal package mirror; "
         "default: ORSBOX_EGRESS_ALLOW, comma-separated",
     )
+    guest_sleep_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds a sandbox's guest may sit idle, nothing of the sandbox's "
+        "running but its shell, before it sleeps: a waiting bash (0.3 MiB) replaces the "
+        "python interpreter (3.4 MiB) until the next call, which wakes it in tens of ms "
+        "(docs/operating/sizing.md); default: never",
+    )
     egress_proxy_hosts_file: str | None = Field(
         default=None,
         description="a hosts file the allow-list proxy (squid's hosts_file) resolves names "

@@ -27,6 +27,9 @@ from typing import Any, Protocol
 log = logging.getLogger("orsbox.sandbox.agent")  # the name operators filter on; kept
 
 GUEST_HEAD = struct.Struct(">II")
+# Before every request: a guest asleep (`inside/sleep.py`, a bash waiting for one byte)
+# wakes on it, an awake one skips it. So a sleeping guest needs no message of its own.
+WAKE = b"\n"
 
 Header = dict[str, Any]
 
@@ -150,7 +153,7 @@ class GuestChannel(asyncio.Protocol):
         self._pending[rid] = future
         timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, future)
         try:
-            frame = encode_frame({**header, "id": rid}, payload)
+            frame = WAKE + encode_frame({**header, "id": rid}, payload)
             if self._write_lock.locked() or not self._writable.is_set():
                 # Only here can sending wait: on a peer that stopped reading. Bounded
                 # by the same timer: the wait ends when the reply future does.

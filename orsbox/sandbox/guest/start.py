@@ -38,11 +38,16 @@ async def start_guest(
     on_lost: Callable[[], None] | None = None,
     demux: Demux | None = None,
     memory: dict[str, int | None] | None = None,
+    sleep_after_s: float | None = None,
 ) -> GuestChannel:
     """The main guest on `sock`: send it the payload, say hello; it starts its
     persistent shell just after. `memory`: its memory bounds (the RLIMIT_AS it gives
-    each command, the memory in use past which it kills), from the backend."""
-    return await greet(sock, name, on_lost, demux, send_payload=True, shell=True, memory=memory)
+    each command, the memory in use past which it kills), from the backend;
+    `sleep_after_s`: how long it may idle before it sleeps (`inside/sleep.py`)."""
+    hello: dict[str, float | int | str | None] = {**(memory or {}), "sleep_after": sleep_after_s}
+    if sleep_after_s is not None:  # the digest its kept copy must have when it wakes
+        hello["digest"] = guest_payload().digest
+    return await greet(sock, name, on_lost, demux, send_payload=True, shell=True, options=hello)
 
 
 async def greet(
@@ -53,17 +58,18 @@ async def greet(
     *,
     send_payload: bool,
     shell: bool,
-    memory: dict[str, int | None] | None = None,
+    options: dict[str, float | int | str | None] | None = None,
 ) -> GuestChannel:
     """Connect to a guest's loader, send it the payload unless it loads a kept copy,
     and wait for its hello. With `shell`, the guest starts its persistent shell just
-    after (a sub-guest runs one exec, no shell)."""
+    after (a sub-guest runs one exec, no shell); `options`, the hello's others (memory
+    bounds, `sleep_after`)."""
     try:
         channel = await GuestChannel.connect(sock, name, on_lost, demux)
     except BaseException:
         sock.close()
         raise
-    hello = {"op": "hello", "shell": shell, **(memory or {})}
+    hello = {"op": "hello", "shell": shell, **(options or {})}
     try:
         if send_payload:
             await channel.send_raw(guest_payload().data)

@@ -14,6 +14,7 @@ from .one_off import ExecCall
 from .processes import RUNNING_LISTED, command_line, kill_sweep, process_table, wait_dead
 from .quiet import suppress
 from .shell import POLL_S, Shell
+from .sleep import sleep, woken_state
 from .watch import READ, Watch
 from .wire import FrameBuffer, log, read_ready, send_frame
 
@@ -30,6 +31,9 @@ class Guest:
         self.shell = Shell(self)
         self.shell_queue = deque()  # type: deque[tuple[int, bytes, float, int]]
         self.oom_supported = memory.oom_count() is not None
+        self.sleep_after = None  # the hello's: idle seconds before the guest sleeps
+        self.payload_digest = None  # the hello's: the payload's SHA-256, for the sleep
+        self.idle_since = None  # monotonic time the guest last became idle
         os.set_blocking(0, False)
         self.descriptors.register(0, READ, self.on_stdin)
 
@@ -56,17 +60,23 @@ class Guest:
         for call in calls:
             call.notes.extend(notes)
 
+    def busy(self):
+        return self.shell.call is not None or bool(self.execs) or bool(self.shell_queue)
+
     def wait_s(self, busy):
-        """How long the loop may wait for a descriptor: forever when idle, POLL_S while
-        work runs (exits and deadlines are polled), less while an exec's exit is due."""
+        """How long the loop may wait for a descriptor: when idle, forever or until it
+        is time to sleep; POLL_S while work runs (exits and deadlines are polled), less
+        while an exec's exit is due."""
         if not busy:
-            return None
+            if self.sleep_after is None or self.idle_since is None:
+                return self.sleep_after
+            return max(0.0, self.idle_since + self.sleep_after - time.monotonic())
         waits = [call.reap_wait(POLL_S) for call in self.execs.values()]
         return min([POLL_S] + [w for w in waits if w is not None])
 
     def serve(self):
         while True:
-            busy = self.shell.call is not None or self.execs or self.shell_queue
+            busy = self.busy()
             for fd, callback in self.descriptors.ready(self.wait_s(busy)):
                 callback(fd)
             if busy and self.memory.watch is not None:
@@ -76,6 +86,20 @@ class Guest:
                 call.tick()
             if self.shell.call is None and self.shell_queue:
                 self.shell.run(*self.shell_queue.popleft())
+            if self.sleep_after is not None:
+                self.sleep_when_idle()
+
+    def sleep_when_idle(self):
+        """Count idle time from the last request or the last work's end; sleep once it
+        reaches `sleep_after` (if the guest may not sleep then, count again)."""
+        now = time.monotonic()
+        if self.busy():
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = now
+        elif now - self.idle_since >= self.sleep_after:
+            sleep(self)  # returns only if the guest stays awake
+            self.idle_since = now
 
     # -- input
 
@@ -83,6 +107,7 @@ class Guest:
         data = read_ready(fd)
         if data is None:
             return
+        self.idle_since = None
         if not data:
             self.stop()
         for header, payload in self.frames.feed(data):
@@ -102,6 +127,8 @@ class Guest:
         if op == "hello":
             self.memory.configure(req.get("address_space"), req.get("memory_bound"))
             self.oom_supported = self.memory.oom_count() is not None
+            self.sleep_after = req.get("sleep_after")
+            self.payload_digest = req.get("digest")
             info = {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom": self.oom_supported}
             self.reply(rid, info)
             if req.get("shell") and self.shell.proc is None:
@@ -132,6 +159,15 @@ class Guest:
             self.reply(rid, {"ok": True, "path": self.kept})
         else:
             raise ValueError(f"unknown op {op!r}")
+
+    def wake(self, state):
+        """Take up where the guest that slept left off (`sleep.py`)."""
+        self.memory.configure(state["address_space"], None)
+        self.oom_supported = self.memory.oom_count() is not None
+        self.sleep_after, self.kept = state["sleep_after"], state["kept"]
+        self.payload_digest = state["digest"]
+        if state["shell"] is not None:
+            self.shell.adopt(state["shell"])
 
     def kill_all(self):
         """Kill every process the sandbox's user could have started: all but the
@@ -235,7 +271,11 @@ class Guest:
 
 def main(argv, payload=b""):
     """Serve until stdin closes. `argv`: the loader's arguments (`--sub` for a
-    sub-guest); `payload`: what the loader ran, kept for sub-guests on request."""
+    sub-guest, `--wake FD` for a guest that slept); `payload`: what the loader ran,
+    kept for sub-guests on request."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     guest = Guest(Memory(), payload, dead_man="--sub" not in argv)
+    state = woken_state(argv)
+    if state is not None:
+        guest.wake(state)
     guest.serve()

@@ -143,14 +143,60 @@ class Shell:
         printer += "; trap ' ' HUP"
         if self.script is not None:
             os.write(self.stdin_pipe().fileno(), (printer + "\n").encode())
-            self.line = f". /dev/fd/{cmd_r};__orsbox_p $?\n".encode()
-            self.eval = f'eval "$__orsbox_c" </dev/null {cmd_r}<&-\n'.encode()
+            self.source_lines(cmd_r)
         else:  # no memfd (python < 3.8): the command through a pipe, read to its NUL
             reader = f"__orsbox_r() {{ IFS= read -r -d '' __orsbox_c <&{cmd_r}; }}"
             os.write(self.stdin_pipe().fileno(), f"{reader}; {printer}\n".encode())
             line = f'__orsbox_r;eval "$__orsbox_c" </dev/null {cmd_r}<&-;__orsbox_p $?\n'
             self.line = line.encode()
         self.children = open_children_file(self.proc.pid)
+
+    def source_lines(self, cmd_r):
+        """The per-call line and the memfd's script, for a command memfd at `cmd_r`."""
+        self.line = f". /dev/fd/{cmd_r};__orsbox_p $?\n".encode()
+        self.eval = f'eval "$__orsbox_c" </dev/null {cmd_r}<&-\n'.encode()
+
+    # -- across the guest's sleep (`sleep.py`)
+
+    def idle(self):
+        """Nothing the guest holds for the shell but its descriptors: no partial
+        sentinel, no output kept between calls; and the command memfd (the pipe's
+        fallback, python < 3.8, is not handed over)."""
+        return (
+            self.out_open
+            and not self.pending
+            and not self.between.total
+            and self.script is not None
+        )
+
+    def descriptors(self):
+        """What the guest that wakes takes over: bash's stdin, its output, the command
+        memfd and the children file."""
+        if self.proc is None:
+            return []
+        fds = [self.stdin_pipe().fileno(), self.out_r, self.cmd_w]
+        return fds if self.children is None else [*fds, self.children]
+
+    def export(self):
+        stdin, out, script = self.descriptors()[:3]
+        children = self.children
+        return {"pid": self.running().pid, "stdin": stdin, "out": out, "script": script,
+                "children": children, "token": self.token}  # fmt: skip
+
+    def adopt(self, state):
+        """Take up the shell a sleeping guest left (`export`): same bash, same state."""
+        self.token = state["token"]
+        self.sentinel = b"\0" + self.token.encode() + b":"
+        self.script = self.cmd_w = state["script"]
+        stdin = os.fdopen(state["stdin"], "wb", buffering=0)
+        self.proc = spawn.Child(state["pid"], stdin, None)
+        self.out_r, self.out_open, self.pending = state["out"], True, b""
+        self.children = state["children"]
+        for fd in self.descriptors():
+            os.set_inheritable(fd, False)
+        os.set_blocking(self.out_r, False)
+        self.guest.descriptors.register(self.out_r, READ, self.on_output)
+        self.source_lines(self.script)
 
     def forget(self):
         """Close our ends of a shell that is dead (or about to be)."""

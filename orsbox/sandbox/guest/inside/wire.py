@@ -10,6 +10,7 @@ import sys
 from .json_codec import dumps, loads
 
 HEAD = struct.Struct(">II")
+WAKE = b"\n"  # before each of the host's frames (`sleep.py`)
 READ_CHUNK = 65536
 ONE_WRITE = 1 << 18  # a reply with a smaller payload goes out in one write (one docker frame)
 
@@ -56,7 +57,13 @@ class FrameBuffer:
     def feed(self, data):
         self.data += data
         frames = []
-        while len(self.data) >= HEAD.size:
+        while True:
+            # the host's wake byte before each frame (`sleep.py`); a frame never starts
+            # with it: that would be a header over 160 MiB
+            while self.data[:1] == WAKE:
+                del self.data[:1]
+            if len(self.data) < HEAD.size:
+                break
             hlen, plen = HEAD.unpack_from(self.data)
             end = HEAD.size + hlen + plen
             if len(self.data) < end:
