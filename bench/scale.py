@@ -171,6 +171,8 @@ class Ramp:
     baseline: list[BaselineStep] = field(default_factory=list)
     first_limit: str = ""
     why: str = ""
+    # the server's guests sleep after this long idle (DockerConfig.guest_sleep_after_s)
+    guest_sleep_after_s: float | None = None
 
 
 def footprint(container_ids: list[str], server_pid: int | None) -> Footprint:
@@ -489,7 +491,7 @@ async def episode_ramp(
     name = f"scale-{bench.run_id}"
     folder = Path(tempfile.mkdtemp(prefix="orsbox-bench-scale-"))
     env_dir = write_environment(folder, name)
-    server = start_serve(bench, env_dir, max(steps))
+    server = start_serve(bench, env_dir, max(steps), ramp.guest_sleep_after_s)
     sids: list[str] = []
     try:
         warm, failed = await add_episodes(server.url, name, 0, len(TASKS) * 2)  # snapshots made
@@ -522,7 +524,9 @@ async def episode_ramp(
             sids += new
             step = Step(len(sids), len(new), round(time.perf_counter() - step_started, 1))
             step.failures = failed
-            await asyncio.sleep(2)
+            # settled; and with sleeping guests, every idle one asleep (it sleeps one
+            # period after its last call, at the latest two)
+            await asyncio.sleep(2 + 2 * (ramp.guest_sleep_after_s or 0))
             await measure_step(bench, server, name, sids, empty, step, seconds)
             step.seconds = round(time.perf_counter() - step_started, 1)
             ramp.steps.append(step)
@@ -593,8 +597,11 @@ async def measure_step(
     step.call_errors = paced["errors"] + ceiling["errors"]
 
 
-def start_serve(bench: Bench, env_dir: Path, most: int) -> servers.BenchServer:
-    """`orsbox serve` of the environment, as an operator runs it for this many episodes."""
+def start_serve(
+    bench: Bench, env_dir: Path, most: int, guest_sleep_after_s: float | None = None
+) -> servers.BenchServer:
+    """`orsbox serve` of the environment, as an operator runs it for this many episodes
+    (with `guest_sleep_after_s`, its guests sleep when idle that long)."""
     bench.log_dir.mkdir(parents=True, exist_ok=True)
     port = servers.free_port()
     log_path = bench.log_dir / f"scale-{port}.log"
@@ -602,12 +609,14 @@ def start_serve(bench: Bench, env_dir: Path, most: int) -> servers.BenchServer:
     argv += ["--port", str(port), "--log-level", "warning", "--no-build"]
     argv += ["--session-timeout", "3600", "--setup-wait", "600"]
     server_id = f"bench-{bench.run_id}-scale"
+    backend = {} if guest_sleep_after_s is None else {"guest_sleep_after_s": guest_sleep_after_s}
     process = servers.spawn_server(
         argv,
         log_path,
         server_id=server_id,
         max_sessions=most + 64,
         episodes_db=bench.log_dir / "episodes-scale.sqlite3",
+        **({"backend": json.dumps({"type": "docker", **backend})} if backend else {}),
     )
     server = servers.BenchServer("orsbox", f"http://127.0.0.1:{port}", process, log_path, server_id)
     bench._servers.append(server)
@@ -789,10 +798,14 @@ def rows(ramp: Ramp) -> list[Row]:
 
 
 async def measure(
-    bench: Bench, steps: list[int], baseline: bool = True, budget_s: float = TIME_BUDGET_S
+    bench: Bench,
+    steps: list[int],
+    baseline: bool = True,
+    budget_s: float = TIME_BUDGET_S,
+    guest_sleep_after_s: float | None = None,
 ) -> Ramp:
     """The baseline ramp, then the episodes' ramp; nothing left behind."""
-    ramp = Ramp()
+    ramp = Ramp(guest_sleep_after_s=guest_sleep_after_s)
     started = time.monotonic()
     if baseline:
         sizes = [n for n in steps if n <= BASELINE_MAX] or steps[:1]
@@ -807,7 +820,10 @@ def report(bench: Bench, ramp: Ramp, svg: Path | None) -> None:
         "baseline": [asdict(b) for b in ramp.baseline],
         "first_limit": ramp.first_limit,
         "why": ramp.why,
+        "guest_sleep_after_s": ramp.guest_sleep_after_s,
     }
+    if ramp.guest_sleep_after_s is not None:
+        print(f"(the guests sleep after {ramp.guest_sleep_after_s:g} s idle)")
     print(markdown_table(ramp))
     if svg is not None and ramp.steps:
         write_plot(ramp, svg)
@@ -850,6 +866,12 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--budget-s", type=float, default=TIME_BUDGET_S, help="ramp time")
     parser.add_argument("--replot", type=Path, nargs="+", help="--json reports: plot, no run")
+    parser.add_argument(
+        "--guest-sleep-after-s",
+        type=float,
+        default=None,
+        help="the server's guests sleep when idle this long (default: never)",
+    )
     args = parser.parse_args()
     if args.replot:
         replot(args.replot, args.svg or DEFAULT_SVG)
@@ -861,7 +883,9 @@ def main() -> None:
 
     async def go() -> Ramp:
         try:
-            ramp = await measure(bench, steps, not args.no_baseline, args.budget_s)
+            ramp = await measure(
+                bench, steps, not args.no_baseline, args.budget_s, args.guest_sleep_after_s
+            )
         finally:
             await bench.cleanup()
         task = asyncio.current_task()
