@@ -19,8 +19,9 @@ At each step, with every live episode idle, then with 10 % of them active:
   growth over the empty (warmed-up) server, divided by the live episodes;
 * the server's RSS, fds and threads; dockerd's, containerd's and the shims' fds;
 * the time to create the step's new episodes (first `/create` to the last first call);
-* calls: 10 % of the live episodes active, each calling `bash` (`true`) every
-  `PACE_S` on its own connection for 15 s, a paced load an agent makes (p50, p99); then
+* calls: 10 % of the live episodes active: first one call each, spread over `PACE_S`
+  (the first call after their idle time, which wakes a sleeping guest), then each
+  calling `bash` (`true`) every `PACE_S` on its own connection for 15 s, a paced load an agent makes (p50, p99); then
   the same episodes back to back for 5 s, the server's ceiling at that size (calls/s,
   p99); `/health` polled on its own connection meanwhile (p99 of the paced phase);
   the server's full garbage collections during the paced phase (`/metrics`,
@@ -132,6 +133,10 @@ class Step:
     machine_used_share: float = 0.0
     host_tasks: int = 0
     active: int = 0
+    # the active episodes' first calls after their idle time (one each): with sleeping
+    # guests, the calls that wake them
+    first_call_p50_ms: float = math.nan
+    first_call_p99_ms: float = math.nan
     paced_calls_per_s: float = 0.0
     call_p50_ms: float = math.nan
     call_p99_ms: float = math.nan
@@ -582,6 +587,11 @@ async def measure_step(
     step.host_tasks = host_tasks()
     active = random.sample(sids, max(1, round(live * ACTIVE)))
     step.active = len(active)
+    # each active episode's first call after its idle time, spread over one PACE_S: the
+    # call that wakes a sleeping guest (--guest-sleep-after-s); the paced phase after it
+    # is the active episodes' steady pace
+    first = await call_phase(server.url, env, active, PACE_S, PACE_S)
+    step.first_call_p50_ms, step.first_call_p99_ms = first["p50"], first["p99"]
     before = await server_counts(server.url)
     cpu_before = await asyncio.to_thread(cpu_now, server.pid, ids)
     paced = await call_phase(server.url, env, active, seconds[0], PACE_S)
@@ -594,7 +604,7 @@ async def measure_step(
     step.health_p99_ms = paced["health_p99"]
     step.ceiling_calls_per_s = ceiling["calls_per_s"]
     step.ceiling_p50_ms, step.ceiling_p99_ms = ceiling["p50"], ceiling["p99"]
-    step.call_errors = paced["errors"] + ceiling["errors"]
+    step.call_errors = first["errors"] + paced["errors"] + ceiling["errors"]
 
 
 def start_serve(
@@ -662,6 +672,7 @@ def markdown_table(ramp: Ramp) -> str:
         "shim fds",
         "engine MiB",
         "active",
+        "first call after idle p50 / p99 ms",
         "paced calls/s",
         "call p50 / p99 ms",
         "/health p99 ms",
@@ -690,6 +701,7 @@ def markdown_table(ramp: Ramp) -> str:
             str(s.shim_fds),
             f"{s.engine_mib:.0f}",
             str(s.active),
+            f"{s.first_call_p50_ms:.1f} / {s.first_call_p99_ms:.1f}",
             f"{s.paced_calls_per_s:.0f}",
             f"{s.call_p50_ms:.1f} / {s.call_p99_ms:.1f}",
             f"{s.health_p99_ms:.1f}",

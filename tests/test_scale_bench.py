@@ -75,6 +75,7 @@ def test_a_tiny_ramp_prints_its_line_and_leaves_nothing(
         # the paced phase's calls (one active episode, one call per 0.5 s for 2 s)
         assert 1 <= step["server_calls"] <= 5, step
         assert 0 <= step["server_held_over_50ms"] <= step["server_calls"], step
+        assert step["first_call_p50_ms"] > 0 and step["first_call_p99_ms"] > 0, step
         cpu = step["paced_cpu_pct"]  # the server answered /health every 20 ms meanwhile
         assert cpu["server"] > 0 and cpu["machine"] >= cpu["server"] + cpu["shims"], step
     assert "| 3 |" in done.stdout  # the table's row for the step

@@ -1,0 +1,94 @@
+"""The guest's sleep (`DockerConfig.guest_sleep_after_s`): what a call costs awake and
+what the call that wakes a sleeping guest costs, p50 and p95, and the container's own
+memory (cgroup usage less inactive file cache, as `bench.scale` counts it) awake and
+asleep, on one sandbox of the main engine.
+
+    python -m bench.guest_sleep [SAMPLES] [--image IMAGE]
+
+Whether the guest sleeps is read from outside, by a process the engine enters in the
+container (`docker exec`: the guest's sleep ignores processes entered from outside),
+never through the guest. Prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+
+import docker
+
+from bench.engine_use import container_memory
+from orsbox.sandbox import SandboxSpec
+from orsbox.sandbox.docker import DockerBackend
+from orsbox.sandbox.docker.config import DockerConfig
+
+SLEEP_AFTER_S = 0.2
+FIRST_CHILD_OF_INIT = "cut -d' ' -f1 /proc/1/task/1/children | xargs -I{} cat /proc/{}/comm"
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "n": len(values)}
+
+
+async def until_asleep(container: docker.models.containers.Container) -> None:
+    """Until the guest (the first child of the container's init) is the waiting bash."""
+    while True:
+        _, output = await asyncio.to_thread(container.exec_run, ["bash", "-c", FIRST_CHILD_OF_INIT])
+        if output.decode().strip() == "bash":
+            return
+        await asyncio.sleep(0.02)
+
+
+async def timed_call(sandbox: object) -> float:
+    started = time.perf_counter()
+    result = await sandbox.shell("true")  # type: ignore[attr-defined]
+    assert result.exit_code == 0, result.output
+    return (time.perf_counter() - started) * 1000
+
+
+async def measure(samples: int, image: str) -> dict[str, object]:
+    config = DockerConfig(guest_sleep_after_s=SLEEP_AFTER_S)
+    backend = DockerBackend(server_id=f"bench-guest-sleep-{os.getpid()}", config=config)
+    client = docker.from_env()
+    sandbox = await backend.start(SandboxSpec(image=image, session_id="bench-guest-sleep"))
+    try:
+        container = client.containers.get(sandbox.id)
+        await timed_call(sandbox)  # the shell started, warm
+        awake = [await timed_call(sandbox) for _ in range(samples)]
+        awake_memory = container_memory(sandbox.id)
+        await until_asleep(container)
+        asleep_memory = container_memory(sandbox.id)
+        woken = []
+        for _ in range(samples):
+            await until_asleep(container)
+            woken.append(await timed_call(sandbox))
+        return {
+            "awake_call_ms": summary(awake),
+            "waking_call_ms": summary(woken),
+            "container_memory_kib": {
+                "awake": awake_memory // 1024,
+                "asleep": asleep_memory // 1024,
+            },
+            "image": image,
+        }
+    finally:
+        await sandbox.close()
+        await backend.close()
+        client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("samples", type=int, nargs="?", default=50)
+    parser.add_argument("--image", default="orsbox/base:latest")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(measure(args.samples, args.image))))
+
+
+if __name__ == "__main__":
+    main()
