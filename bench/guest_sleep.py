@@ -15,24 +15,18 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import time
 
 import docker
 
 from bench.engine_use import container_memory
+from bench.guest_start import summary
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker.config import DockerConfig
 
 SLEEP_AFTER_S = 0.2
 FIRST_CHILD_OF_INIT = "cut -d' ' -f1 /proc/1/task/1/children | xargs -I{} cat /proc/{}/comm"
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "n": len(values)}
 
 
 async def until_asleep(container: docker.models.containers.Container) -> None:
