@@ -619,14 +619,17 @@ def start_serve(
     argv += ["--port", str(port), "--log-level", "warning", "--no-build"]
     argv += ["--session-timeout", "3600", "--setup-wait", "600"]
     server_id = f"bench-{bench.run_id}-scale"
-    backend = {} if guest_sleep_after_s is None else {"guest_sleep_after_s": guest_sleep_after_s}
+    settings: dict[str, object] = {}
+    if guest_sleep_after_s is not None:
+        backend = {"type": "docker", "guest_sleep_after_s": guest_sleep_after_s}
+        settings["backend"] = json.dumps(backend)
     process = servers.spawn_server(
         argv,
         log_path,
         server_id=server_id,
         max_sessions=most + 64,
         episodes_db=bench.log_dir / "episodes-scale.sqlite3",
-        **({"backend": json.dumps({"type": "docker", **backend})} if backend else {}),
+        **settings,
     )
     server = servers.BenchServer("orsbox", f"http://127.0.0.1:{port}", process, log_path, server_id)
     bench._servers.append(server)

@@ -169,18 +169,13 @@ class Guest:
         if state["shell"] is not None:
             self.shell.adopt(state["shell"])
 
-    def kill_all(self):
-        """Kill every process the sandbox's user could have started: all but the
-        container's own (PID 1 and what started before this guest), processes entered
-        from outside (this guest, sub-guests: their parent is outside, pid 0) and this
-        guest's ancestors. Before grading, so nothing the LLM agent left running can change
-        files or forge results while the grader runs. The shell starts afresh on the
-        next call. A process of another user may survive (no CAP_KILL): none of the
-        agent's could have changed user (no-new-privileges, no capabilities).
-        Returns how many were killed and the command lines of those found running
-        first, the idle shell aside (for the grader's reward-hacking report)."""
+    def started_here(self, table):
+        """A function that lists, in a process table, what the sandbox's user could have
+        started: all but the container's own (PID 1 and what started before this
+        guest, as `table` shows them), processes entered from outside (this guest,
+        sub-guests: their parent is outside, pid 0) and this guest's ancestors. What
+        `kill_all` kills, and what keeps the guest from sleeping."""
         me = os.getpid()
-        table = process_table()
         born = table[me][2] if me in table else 0
         keep = {1, me}
         pid = me
@@ -194,9 +189,23 @@ class Guest:
             ppid, _, started, _, _ = entry
             return started > born or (started == born and ppid != 1)
 
-        def victims(table):
+        def listed(table):
             return [p for p in table if p not in keep and table[p][0] != 0 and ours(table[p])]
 
+        return listed
+
+    def kill_all(self):
+        """Kill every process the sandbox's user could have started: all but the
+        container's own (PID 1 and what started before this guest), processes entered
+        from outside (this guest, sub-guests: their parent is outside, pid 0) and this
+        guest's ancestors. Before grading, so nothing the LLM agent left running can change
+        files or forge results while the grader runs. The shell starts afresh on the
+        next call. A process of another user may survive (no CAP_KILL): none of the
+        agent's could have changed user (no-new-privileges, no capabilities).
+        Returns how many were killed and the command lines of those found running
+        first, the idle shell aside (for the grader's reward-hacking report)."""
+        table = process_table()
+        victims = self.started_here(table)
         shell, count = self.shell, 0
         idle_shell = shell.proc.pid if shell.proc is not None else None
         running = [command_line(p) for p in sorted(victims(table)) if p != idle_shell]

@@ -38,19 +38,12 @@ HOLDER = 'IFS= read -r -N 1 _; exec "$0" "$@"'  # bash: one byte, then the guest
 WAKE_FLAG = "--wake"
 
 
-def others_running(guest, table):
-    """Whether the sandbox runs anything the guest would leave unwatched: a process
-    started after the guest that is not the guest, its shell, or entered from outside
-    (a sub-guest: its parent is 0)."""
-    me = os.getpid()
-    born = table[me][2] if me in table else 0
+def others_running(guest):
+    """Whether the sandbox runs anything the guest would leave unwatched: what its user
+    started (`Guest.started_here`) other than the shell."""
+    table = process_table()
     shell = guest.shell.proc.pid if guest.shell.proc is not None else None
-    for pid, (ppid, _, started, _, _) in table.items():
-        if pid in (1, me, shell) or ppid == 0:
-            continue
-        if started > born or (started == born and ppid != 1):
-            return True
-    return False
+    return any(pid != shell for pid in guest.started_here(table)(table))
 
 
 def may_sleep(guest):
@@ -62,7 +55,7 @@ def may_sleep(guest):
         and not guest.frames.data
         and shell.call is None
         and (shell.proc is None or shell.idle())
-        and not others_running(guest, process_table())
+        and not others_running(guest)
     )
 
 
