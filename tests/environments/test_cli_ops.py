@@ -75,16 +75,21 @@ def leftovers(
     """Two sandboxes-to-be: one whose owner died, one whose owner (this process) runs,
     labelled in this release's format or the former one."""
     me, label_format = os.getpid(), request.param
-    dead = owned_by(2**22 + 17, "1", label_format)
-    alive = owned_by(me, process_start_time(me) or "", label_format)
-    made = {
-        "dead": docker_client.containers.create(base_image, ["sleep", "infinity"], labels=dead),
-        "alive": docker_client.containers.create(base_image, ["sleep", "infinity"], labels=alive),
+    owners = {
+        "dead": owned_by(2**22 + 17, "1", label_format),
+        "alive": owned_by(me, process_start_time(me) or "", label_format),
     }
-    yield {state: c.name for state, c in made.items()}
-    for container in made.values():
+    names = {state: f"orsbox-test-{state}-{uuid.uuid4().hex[:8]}" for state in owners}
+    for state, labels in owners.items():
+        # the API's create alone: `containers.create` inspects what it made, and another
+        # test's server sweeping the shared engine may have removed the dead one by then
+        docker_client.api.create_container(
+            base_image, ["sleep", "infinity"], labels=labels, name=names[state]
+        )
+    yield names
+    for name in names.values():
         with contextlib.suppress(docker.errors.NotFound):
-            container.remove(force=True)
+            docker_client.api.remove_container(name, force=True)
 
 
 @pytest.fixture
