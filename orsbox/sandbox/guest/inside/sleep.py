@@ -9,10 +9,12 @@ bash 5.2). At a thousand live episodes most are idle while the model thinks.
 
 How it stays correct:
   - the host starts every request with one newline (`channel.WAKE`): bash's
-    `read -r -N 1` takes exactly that byte (bash reads a pipe a byte at a time), the
-    request's frame stays in the pipe for the guest that wakes, and an awake guest
-    skips the newline (`wire.FrameBuffer`). A request that arrives while the guest is
-    going to sleep is safe too: its newline is still first in the pipe;
+    `read -r -n 1` takes exactly that byte (bash reads a pipe a byte at a time; `-n`
+    is in every bash since 2.04, where `-N` would need 4.1 and an older bash would
+    wake at once, a python start every period), the request's frame stays in the
+    pipe for the guest that wakes, and an awake guest skips the newline
+    (`wire.FrameBuffer`). A request that arrives while the guest is going to sleep is
+    safe too: its newline is still first in the pipe;
   - only when nothing would miss the guest: no call running or queued, no memory watch
     (gVisor's: it must keep polling), no process the sandbox started other than the
     shell (a background job's output would fill the shell's pipe, unread), no output
@@ -34,7 +36,7 @@ from .keep import keep
 from .processes import process_table
 from .quiet import suppress
 
-HOLDER = 'IFS= read -r -N 1 _; exec "$0" "$@"'  # bash: one byte, then the guest again
+HOLDER = 'IFS= read -r -n 1 _; exec "$0" "$@"'  # bash: one byte, then the guest again
 WAKE_FLAG = "--wake"
 
 
