@@ -9,6 +9,9 @@ zombies, a disk fill, orphans, binary output, or `kill -9 -1` of everything the 
 user owns (the agent included). One in `ABANDON_EVERY` is never deleted: the server's
 inactivity reaper has to clean it up. Every `--sample` seconds the soak records the
 server's RSS and open file descriptors, its live containers, and the calls so far.
+A request that fails or waits past `SLOW_STEP_S` is noted (`failure_notes`,
+`slow_steps`) with what it was, its session (whose id names its hostile command) and
+when it started: a hang is found by these, not guessed from the samples.
 
 The figures that must stay flat are compared idle to idle: once after a warm-up, once
 at the end, each time after every session (abandoned ones too) is gone. The run fails
@@ -26,6 +29,8 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,8 @@ RSS_SLACK_MIB = 64
 SESSION_TIMEOUT_S = 8
 DRAIN_TIMEOUT_S = 60
 MIB = 1024**2
+RUN_STARTED = time.monotonic()  # a failed or slow request says when it started, from here
+SLOW_STEP_S = 20.0  # past every tool's own timeout (at most 10 s here) and a create's usual
 
 HOSTILE = {  # name -> (tool, input); each must leave the server and other sessions fine
     "fork_bomb": ("bash", {"command": ":(){ :|:& };:; sleep 5", "timeout": 3}),
@@ -74,11 +81,16 @@ class Tally:
     episodes: int = 0
     abandoned: int = 0
     failure_notes: list[str] = field(default_factory=list)
+    slow_steps: list[str] = field(default_factory=list)
 
     def fail(self, note: str) -> None:
         self.failures += 1
         if len(self.failure_notes) < 20:
             self.failure_notes.append(note)
+
+    def slow(self, note: str) -> None:
+        if len(self.slow_steps) < 20:
+            self.slow_steps.append(note)
 
 
 # -- the server under test ---------------------------------------------------------------
@@ -133,22 +145,49 @@ class SoakServer:
 # -- episodes ----------------------------------------------------------------------------
 
 
-async def call(client: httpx.AsyncClient, sid: str, name: str, tool_input: dict) -> dict:
+class StepFailed(Exception):
+    """An HTTP error with the request it cut short (see `step`)."""
+
+
+@contextmanager
+def step(what: str, sid: str, tally: Tally) -> Iterator[None]:
+    """One request of an episode. One that fails, or takes longer than `SLOW_STEP_S`,
+    is told by what it was, its session, when it started in the run and how long it
+    waited: a hung call is found by these, the server's log being at warnings."""
+    started, wall = time.monotonic(), time.strftime("%H:%M:%S")
+
+    def told(how: str) -> str:
+        waited, at = time.monotonic() - started, started - RUN_STARTED
+        return f"{how} after {waited:.1f} s: {what} in {sid}, from +{at:.1f} s ({wall})"
+
+    try:
+        yield
+    except httpx.HTTPError as e:
+        raise StepFailed(told(f"HTTP {type(e).__name__}")) from e
+    if time.monotonic() - started > SLOW_STEP_S:
+        tally.slow(told("answered"))
+
+
+async def call(
+    client: httpx.AsyncClient, sid: str, name: str, tool_input: dict, tally: Tally
+) -> dict:
     """One tool call; the parsed final result, or {"error": ...} for an error event."""
     body = {"name": name, "input": tool_input}
     headers = {"X-Session-ID": sid}
     events, event, data = [], None, []
-    async with client.stream("POST", "/soak/call", json=body, headers=headers) as response:
-        if response.status_code != 200:
-            return {"http": response.status_code, "detail": (await response.aread()).decode()}
-        async for line in response.aiter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                data.append(line[6:])
-            elif not line and event is not None:
-                events.append((event, "\n".join(data)))
-                event, data = None, []
+    with step(f"call {name} {json.dumps(tool_input)}"[:300], sid, tally):
+        async with client.stream("POST", "/soak/call", json=body, headers=headers) as response:
+            if response.status_code != 200:
+                detail = (await response.aread()).decode()
+                return {"http": response.status_code, "detail": detail}
+            async for line in response.aiter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    data.append(line[6:])
+                elif not line and event is not None:
+                    events.append((event, "\n".join(data)))
+                    event, data = None, []
     if events and events[-1][0] == "error":
         return {"error": events[-1][1]}
     if not events or events[-1][0] != "end":
@@ -173,20 +212,17 @@ async def normal_calls(client: httpx.AsyncClient, sid: str, tally: Tally) -> Non
         ("read_file", {"path": "/workspace/t.txt"}, token),
     ]
     for name, tool_input, expected in checks:
-        result = await call(client, sid, name, tool_input)
+        result = await call(client, sid, name, tool_input, tally)
         tally.normal_calls += 1
         got = text_of(result)
         if got is None or (expected is not None and got != expected):
             tally.fail(f"{name} {tool_input}: expected {expected!r}, got {result!r}"[:500])
 
 
-async def hostile_call(
-    client: httpx.AsyncClient, sid: str, tally: Tally, rng: random.Random
-) -> bool:
+async def hostile_call(client: httpx.AsyncClient, sid: str, tally: Tally, kind: str) -> bool:
     """Run one hostile command; True when the sandbox should still be usable."""
-    kind = rng.choice(sorted(HOSTILE))
     name, tool_input = HOSTILE[kind]
-    result = await call(client, sid, name, tool_input)
+    result = await call(client, sid, name, tool_input, tally)
     tally.hostile_calls += 1
     if "http" in result or "broken_stream" in result:  # the server itself misbehaved
         tally.fail(f"hostile {kind}: {result!r}"[:500])
@@ -194,29 +230,32 @@ async def hostile_call(
         return False
     # bash reports the jobs a timeout killed ("Killed ...") with the next command, as a
     # terminal would: that call's output is not checked, the ones after it are
-    await call(client, sid, "bash", {"command": "true"})
+    await call(client, sid, "bash", {"command": "true"}, tally)
     return True
 
 
 async def episode(client: httpx.AsyncClient, n: int, tally: Tally, rng: random.Random) -> None:
-    sid = f"soak-{n}-{uuid.uuid4().hex[:8]}"
+    hostile = rng.choice(sorted(HOSTILE)) if n % HOSTILE_EVERY == 0 else None
+    sid = f"soak-{n}-{hostile or 'normal'}-{uuid.uuid4().hex[:8]}"  # in every note and log
     headers = {"X-Session-ID": sid}
-    created = await client.post(
-        "/create", headers=headers, json={"env_name": "soak", "task_spec": {}}
-    )
+    with step("create", sid, tally):
+        created = await client.post(
+            "/create", headers=headers, json={"env_name": "soak", "task_spec": {}}
+        )
     if created.status_code != 200:
         tally.fail(f"create: {created.status_code} {created.text[:200]}")
         return
     tally.episodes += 1
     usable = True
-    if n % HOSTILE_EVERY == 0:
-        usable = await hostile_call(client, sid, tally, rng)
+    if hostile is not None:
+        usable = await hostile_call(client, sid, tally, hostile)
     if usable:
         await normal_calls(client, sid, tally)
     if n % ABANDON_EVERY == 0:
         tally.abandoned += 1  # left for the reaper
         return
-    await client.post("/delete", headers=headers)
+    with step("delete", sid, tally):
+        await client.post("/delete", headers=headers)
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -234,8 +273,8 @@ async def work(url: str, workers: int, seconds: float, tally: Tally, start_n: in
             while time.monotonic() < deadline:
                 try:
                     await episode(client, next(counter), tally, rng)
-                except httpx.HTTPError as e:
-                    tally.fail(f"HTTP: {type(e).__name__}: {e}"[:500])
+                except StepFailed as e:
+                    tally.fail(str(e)[:500])
 
     await asyncio.gather(*(lane(start_n + i) for i in range(workers)))
     return next(counter)
