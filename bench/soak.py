@@ -7,8 +7,10 @@ python and file calls whose exact output is checked. One in `HOSTILE_EVERY` is h
 a fork bomb, a memory bomb, a 200 MB flood, a sleep past its timeout, a thousand
 zombies, a disk fill, orphans, binary output, or `kill -9 -1` of everything the sandbox
 user owns (the agent included). One in `ABANDON_EVERY` is never deleted: the server's
-inactivity reaper has to clean it up. Every `--sample` seconds the soak records the
-server's RSS and open file descriptors, its live containers, and the calls so far.
+inactivity reaper has to clean it up. `--only KIND` makes every episode that hostile
+one (e.g. `--only fork_bomb --runtime runsc`, the removals after gVisor's fork bombs:
+docs/gvisor.md). Every `--sample` seconds the soak records the server's RSS and open
+file descriptors, its live containers, and the calls so far.
 A request that fails or waits past `SLOW_STEP_S` is noted (`failure_notes`,
 `slow_steps`) with what it was, its session (whose id names its hostile command) and
 when it started: a hang is found by these, not guessed from the samples.
@@ -117,12 +119,13 @@ class SoakServer:
         self.log_path = log_dir / f"soak-server-{self.port}.log"
         command = ["-m", "orsbox.cli.main", "serve", "bench/soak_env.py:Soak"]
         argv = [*command, "--port", str(self.port), "--log-level", "warning"]
-        self.process = spawn_server(argv, self.log_path, **settings)
+        # the engine first: one not running fails here, before a server is left behind
         self.docker = (
             docker.DockerClient(base_url=engine, timeout=60)
             if engine
             else docker.from_env(timeout=60)
         )
+        self.process = spawn_server(argv, self.log_path, **settings)
 
     async def wait_healthy(self) -> None:
         await asyncio.to_thread(wait_healthy, self.url, self.process, self.log_path, 60)
@@ -234,8 +237,11 @@ async def hostile_call(client: httpx.AsyncClient, sid: str, tally: Tally, kind: 
     return True
 
 
-async def episode(client: httpx.AsyncClient, n: int, tally: Tally, rng: random.Random) -> None:
-    hostile = rng.choice(sorted(HOSTILE)) if n % HOSTILE_EVERY == 0 else None
+async def episode(
+    client: httpx.AsyncClient, n: int, tally: Tally, rng: random.Random, only: str | None = None
+) -> None:
+    """One episode; `only`: every episode runs that hostile command (`--only`)."""
+    hostile = only or (rng.choice(sorted(HOSTILE)) if n % HOSTILE_EVERY == 0 else None)
     sid = f"soak-{n}-{hostile or 'normal'}-{uuid.uuid4().hex[:8]}"  # in every note and log
     headers = {"X-Session-ID": sid}
     with step("create", sid, tally):
@@ -261,7 +267,9 @@ async def episode(client: httpx.AsyncClient, n: int, tally: Tally, rng: random.R
 # -- the run -----------------------------------------------------------------------------
 
 
-async def work(url: str, workers: int, seconds: float, tally: Tally, start_n: int) -> int:
+async def work(
+    url: str, workers: int, seconds: float, tally: Tally, start_n: int, only: str | None = None
+) -> int:
     """Episodes back to back in `workers` lanes until `seconds` pass; returns the next n."""
     deadline = time.monotonic() + seconds
     counter = iter(range(start_n, 10**9))
@@ -272,7 +280,7 @@ async def work(url: str, workers: int, seconds: float, tally: Tally, start_n: in
         async with httpx.AsyncClient(base_url=url, timeout=180, limits=limits) as client:
             while time.monotonic() < deadline:
                 try:
-                    await episode(client, next(counter), tally, rng)
+                    await episode(client, next(counter), tally, rng, only)
                 except StepFailed as e:
                     tally.fail(str(e)[:500])
 
@@ -311,7 +319,12 @@ async def idle_figures(server: SoakServer) -> dict[str, float]:
 
 
 async def soak(
-    seconds: float, workers: int, sample_s: float, log_dir: Path, runtime: str = "runc"
+    seconds: float,
+    workers: int,
+    sample_s: float,
+    log_dir: Path,
+    runtime: str = "runc",
+    only: str | None = None,
 ) -> dict[str, Any]:
     server = SoakServer(log_dir, runtime)
     samples: list[Sample] = []
@@ -320,11 +333,11 @@ async def soak(
         await server.wait_healthy()
         sampler = asyncio.create_task(sample_forever(server, tally, sample_s, samples))
         warmup_s = min(max(seconds * 0.1, 15.0), 60.0)
-        n = await work(server.url, workers, warmup_s, tally, 0)
+        n = await work(server.url, workers, warmup_s, tally, 0, only)
         baseline = await idle_figures(server)
         print(f"-- idle after warm-up: {baseline}", flush=True)
         started = time.monotonic()
-        await work(server.url, workers, seconds - warmup_s, tally, n)
+        await work(server.url, workers, seconds - warmup_s, tally, n, only)
         run_s = time.monotonic() - started + warmup_s
         end = await idle_figures(server)
         print(f"-- idle at the end:    {end}", flush=True)
@@ -335,6 +348,7 @@ async def soak(
     report = {
         "duration_s": round(run_s, 1),
         "workers": workers,
+        "only": only,
         **asdict(tally),
         "idle_after_warmup": baseline,
         "idle_at_end": end,
@@ -378,8 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--log-dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--runtime", default="runc", help="runc, or runsc (gVisor)")
+    parser.add_argument(
+        "--only", choices=sorted(HOSTILE), help="every episode runs this hostile command"
+    )
     args = parser.parse_args(argv)
-    run = soak(args.minutes * 60, args.workers, args.sample, args.log_dir, args.runtime)
+    run = soak(args.minutes * 60, args.workers, args.sample, args.log_dir, args.runtime, args.only)
     report = asyncio.run(run)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
