@@ -208,6 +208,7 @@ class DockerBackend(SandboxBackend):
                 name,
                 layer_bound_bytes=spec.limits.writable_layer_bytes,
                 memory=guest_memory_bounds(spec.limits, runtime),
+                ends_itself=is_gvisor(runtime),
             )
             if spec.limits.network == "allowlist":
                 await sandbox.use_proxy(spec.limits.allowed_hosts)
@@ -360,6 +361,7 @@ class DockerBackend(SandboxBackend):
         *,
         layer_bound_bytes: int | None = None,
         memory: dict[str, int | None] | None = None,
+        ends_itself: bool = False,
     ) -> DockerSandbox:
         sandbox: DockerSandbox | None = None
 
@@ -387,6 +389,7 @@ class DockerBackend(SandboxBackend):
             guarded=self.guarded,
             allowlist=self.allowlist,
             network_refused=self._network_refused(),
+            ends_itself=ends_itself,
             on_closed=lambda s: self._sandboxes.pop(s.id, None),
         )
         self._sandboxes[container_id] = sandbox

@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import logging
 import re
 import socket
 import threading
@@ -40,9 +41,11 @@ MAX_CONCURRENT_CALLS = 64
 POOL_SIZE = MAX_CONCURRENT_CALLS + 16
 REMOVE_WAIT_S = 30.0  # how long to wait for a removal already in progress
 REMOVE_SLOW_S = 300.0  # ... and for one that outlasted a read timeout (a bomb's end)
+SLOW_REMOVE_S = 10.0  # a removal past this is logged (usually well under a second)
 ARCHIVE_TIMEOUT_S = 300.0  # a whole archive read (each read within it: DOCKER_TIMEOUT_S)
 
 T = TypeVar("T")
+log = logging.getLogger("orsbox.sandbox.docker.engine")
 
 
 class RequestHelpers(Protocol):
@@ -234,6 +237,21 @@ class Engine:
         put = functools.partial(self.client.api.put_archive, container_id, path, archive)
         await self.run(f"copy into {path} in container", put)
 
+    async def wait_stopped(self, container_id: str, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the container to stop by itself (or be gone);
+        True if it did. One request, the engine's `wait` (condition not-running)."""
+
+        def wait() -> bool:
+            try:
+                self.client.api.wait(container_id, timeout=int(timeout_s), condition="not-running")
+            except docker.errors.NotFound:
+                pass  # removed already (auto_remove)
+            except requests.exceptions.Timeout:
+                return False
+            return True
+
+        return await self.run("wait for the container to stop", wait)
+
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
 
@@ -310,8 +328,17 @@ class Engine:
 
     async def remove(self, container_id: str) -> None:
         """Force-remove; a container already gone or being removed counts as removed.
-        Returns once the engine no longer lists it."""
-        await self.run("remove container", self._remove_and_wait, container_id)
+        Returns once the engine no longer lists it. A slow one is logged: the delete
+        or teardown waiting for it is the engine's, and nothing else would say so."""
+        started = time.monotonic()
+        try:
+            await self.run("remove container", self._remove_and_wait, container_id)
+        finally:
+            took = time.monotonic() - started
+            if took > SLOW_REMOVE_S:
+                log.warning(
+                    "the engine took %.1f s to remove container %s", took, container_id[:12]
+                )
 
     def _remove_and_wait(self, container_id: str) -> None:
         try:

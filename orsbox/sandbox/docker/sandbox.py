@@ -27,6 +27,7 @@ from orsbox.sandbox.usage import ResourceUsage
 log = logging.getLogger("orsbox.sandbox.docker")
 
 GONE_SETTLE_S = 3.0
+ENDS_ITSELF_S = 5.0  # the dead-man's switch takes 0.1-0.2 s; past this, removed as before
 
 
 class DockerSandbox(GuestSandbox):
@@ -39,13 +40,16 @@ class DockerSandbox(GuestSandbox):
         allowlist: AllowlistNetwork,
         layer_bound_bytes: int | None = None,
         network_refused: str | None = None,
+        ends_itself: bool = False,
         **guest: Any,
     ) -> None:
         """`layer_bound_bytes`: `SandboxLimits.writable_layer_bytes`, kept by measuring
         (`layer_bound.py`) after answered calls, on a period, and before grading.
         `network_refused`: why this engine's sandboxes may not switch their network
-        (Podman's: `podman.py`); None where they may."""
+        (Podman's: `podman.py`); None where they may. `ends_itself`: stop by the
+        guest's own switch before removal (gVisor: `_let_it_end`)."""
         super().__init__(sandbox_id=container_id, **guest)
+        self._ends_itself = ends_itself
         self._engine = engine
         self._guarded = guarded
         self._allowlist = allowlist
@@ -160,9 +164,30 @@ class DockerSandbox(GuestSandbox):
     async def _remove(self) -> None:
         await self._allowlist.close_proxy(self.id)
         try:
+            if self._ends_itself:
+                await self._let_it_end()
             await self._engine.remove(self.id)
         finally:
             self._engine.forget(self.id)
+
+    async def _let_it_end(self) -> None:
+        """Under gVisor the sandbox ends itself before it is removed: its guest's stdin
+        closed, the dead-man's switch stops the container (0.1-0.2 s here), and the
+        removal finds it stopped, with nothing to kill.
+
+        Why: gVisor's systrap platform keeps a host stub process for each address space
+        the sandbox had (11 idle, 217 after the soak's fork bomb, measured). They end
+        with the sandbox, all at once, and the engine's shim reaps them. When that flood
+        meets a kill in progress, the runc shim of containerd 1.6 (Debian 12's) can
+        deadlock: its Kill holds the process's lock while it waits to hear `runsc kill`
+        exit, and that news waits behind the exits the flood queued, which wait for the
+        lock (containerd#13849, moby/moby#40145). The removal then hung until the
+        engine gave up on the shim: 3 of 79 took 15-143 s in `bench.soak --only
+        fork_bomb`, and 0 of 76 once the sandbox ended itself (docs/gvisor.md). A
+        sandbox that stops by itself is never killed. One that has not stopped within
+        `ENDS_ITSELF_S` is removed as before."""
+        self._channel.abort()  # unsent bytes (a guest that stopped reading) would hold it
+        await self._engine.wait_stopped(self.id, ENDS_ITSELF_S)
 
     async def _why_gone(self) -> str:
         # The exec's socket closes a moment before docker records the container's end,
