@@ -1,7 +1,9 @@
 """The guest's sleep (`DockerConfig.guest_sleep_after_s`): what a call costs awake and
-what the call that wakes a sleeping guest costs, p50 and p95, and the container's own
-memory (cgroup usage less inactive file cache, as `bench.scale` counts it) awake and
-asleep, on one sandbox of the main engine.
+what the call that wakes a sleeping guest costs, p50 and p95, the guest's own CPU a
+call (its process's user and system time, which an exec keeps: a mean over the samples,
+the kernel counting in 10 ms ticks), and the container's own memory (cgroup usage less
+inactive file cache, as `bench.scale` counts it) awake and asleep, on one sandbox of the
+main engine.
 
     python -m bench.guest_sleep [SAMPLES] [--image IMAGE]
 
@@ -38,6 +40,18 @@ async def until_asleep(container: docker.models.containers.Container) -> None:
         await asyncio.sleep(0.02)
 
 
+def guest_cpu_ms(container: docker.models.containers.Container) -> float:
+    """The guest's CPU so far: the first child of the container's init, seen from the
+    host (its pid stays the same through the sleep's and the wake's execs)."""
+    init = container.attrs["State"]["Pid"]
+    with open(f"/proc/{init}/task/{init}/children") as f:
+        guest = f.read().split()[0]
+    with open(f"/proc/{guest}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 async def timed_call(sandbox: object) -> float:
     started = time.perf_counter()
     result = await sandbox.shell("true")  # type: ignore[attr-defined]
@@ -53,17 +67,26 @@ async def measure(samples: int, image: str) -> dict[str, object]:
     try:
         container = client.containers.get(sandbox.id)
         await timed_call(sandbox)  # the shell started, warm
+        cpu_before = guest_cpu_ms(container)
         awake = [await timed_call(sandbox) for _ in range(samples)]
+        awake_cpu = (guest_cpu_ms(container) - cpu_before) / samples
         awake_memory = container_memory(sandbox.id)
         await until_asleep(container)
         asleep_memory = container_memory(sandbox.id)
         woken = []
+        cpu_before = guest_cpu_ms(container)
         for _ in range(samples):
             await until_asleep(container)
             woken.append(await timed_call(sandbox))
+        await until_asleep(container)  # the last one's sleep counted too, as the others'
+        waking_cpu = (guest_cpu_ms(container) - cpu_before) / samples
         return {
             "awake_call_ms": summary(awake),
             "waking_call_ms": summary(woken),
+            "guest_cpu_ms_a_call": {
+                "awake": round(awake_cpu, 2),
+                "waking (with the sleep before it)": round(waking_cpu, 2),
+            },
             "container_memory_kib": {
                 "awake": awake_memory // 1024,
                 "asleep": asleep_memory // 1024,
