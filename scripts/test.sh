@@ -139,6 +139,16 @@ stop_runsc_engine() {
     if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
         while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
     fi
+    # A shim that deadlocked (containerd 1.6 when a kill meets gVisor's ending stubs:
+    # docs/gvisor.md) outlives its engine: found by this engine's containerd socket in its
+    # command line (never by its name), killed, and runsc's record of it deleted.
+    local root="${ORSBOX_RUNSC_ROOT:-/var/lib/orsbox-runsc}" shim id
+    for shim in $(pgrep -f -- "-address $root/exec/containerd/containerd.sock" || true); do
+        kill -9 "$shim" 2>/dev/null || true
+    done
+    for id in $(runsc --root "$root/exec/runtime-runc/moby" list 2>/dev/null | awk 'NR > 1 {print $1}'); do
+        runsc --root "$root/exec/runtime-runc/moby" delete --force "$id" 2>/dev/null || true
+    done
     ip link del "${ORSBOX_RUNSC_BRIDGE:-orsbox-gvisor}" 2>/dev/null || true
 }
 stop_podman_engine() {
