@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.docker]
 BLOB_MB = 2
 IMAGES = 6
 PER_IMAGE = 2  # sessions per image in the routing test: 12, shuffled
+ROUTER_SEES_S = 30.0  # HAProxy marks a server up after `rise` (2) checks, `inter` (2 s) apart
 
 
 @pytest.fixture(scope="module")
@@ -227,6 +229,13 @@ def test_a_full_home_cell_moves_its_image_sessions_along_the_ring(
     record.settings = {**record.settings, "max_sessions": "2"}
     cluster.start_cell(record)
     cluster.wait_healthy()
+    # The by-image backend checks the cells on its own (`/health?room=1`), apart from
+    # the placement backend `wait_healthy` watches: until it sees the restarted cell up,
+    # the image's sessions go along the ring (all 4 did so once in CI).
+    deadline = time.monotonic() + ROUTER_SEES_S
+    while home_cell(cluster.url, made[image]) != home:
+        assert time.monotonic() < deadline, f"the router's by-image backend never saw {home}"
+        time.sleep(0.1)
     sessions = [open_episode(cluster.url, image, made[image]) for _ in range(4)]
     placed = Counter(str(cell_of(sid)) for sid in sessions)
     assert placed[home] == 2 and sum(placed.values()) == 4, placed
