@@ -20,10 +20,14 @@ stamp() { echo "test.sh: $1 at +$((SECONDS - setup_started)) s"; }
 # what it does import (openreward, datasets) the test extra has: TRL alone takes seconds
 # where its dependencies (torch, transformers, accelerate) took minutes. The
 # GRPOTrainer smoke that needs them runs under `-m trl` (docs/train-with-trl.md).
-pip_log="$(mktemp)"
+# Every log and lock below is a file of this folder, removed however the run ends (a
+# failed install or type check included: each left its log in /tmp).
+run_dir="$(mktemp -d)"
+trap 'rm -rf "$run_dir"' EXIT
+pip_log="$(mktemp -p "$run_dir")"
 # the two editable installs of this checkout (here and Harbor's venv) and the server
 # image's wheel take turns: each writes orsbox.egg-info in the checkout
-editable_lock="$(mktemp)"
+editable_lock="$(mktemp -p "$run_dir")"
 (
     flock "$editable_lock" \
         python3 -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,docs]'
@@ -36,7 +40,7 @@ export ORSBOX_REQUIRE_TRL=1
 # installed in the background while the packages install, the engine starts and the
 # images build.
 HARBOR_VENV="${ORSBOX_HARBOR_VENV:-/opt/orsbox-harbor-venv}"
-harbor_log="$(mktemp)"
+harbor_log="$(mktemp -p "$run_dir")"
 (
     if [ ! -x "$HARBOR_VENV/bin/harbor" ]; then
         "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python" -m venv "$HARBOR_VENV"
@@ -85,7 +89,7 @@ if [ "$no_mmdebstrap" = 1 ]; then apt_install --no-install-recommends mmdebstrap
 stamp "the engine's packages"
 bash scripts/start-docker.sh
 stamp "the Docker engine"
-base_log="$(mktemp)"
+base_log="$(mktemp -p "$run_dir")"
 bash scripts/make-local-base.sh >"$base_log" 2>&1 &
 local_base=$!
 if [ "${#packages[@]}" -gt 0 ]; then apt_install "${packages[@]}"; fi
@@ -105,7 +109,7 @@ stamp "the Python packages"
 # Types: mypy over orsbox/ as [tool.mypy] in pyproject.toml says (its cache in
 # .mypy_cache): about 30 s cold on 2 idle cores (26 s of CPU), 3 s from the cache; it
 # runs while the images build and the gVisor and Podman engines start
-type_log="$(mktemp)"
+type_log="$(mktemp -p "$run_dir")"
 python3 -m mypy >"$type_log" 2>&1 &
 type_check=$!
 if ! wait "$local_base"; then
@@ -121,7 +125,7 @@ stamp "the local Debian base"
 # They need only the local Debian base and pip's wheels, so they build while the
 # sandbox images do (they took 40 s after them). Its `pip wheel` of the checkout writes
 # orsbox.egg-info too, so it takes its turn with the editable installs.
-server_log="$(mktemp)"
+server_log="$(mktemp -p "$run_dir")"
 flock "$editable_lock" python3 -m orsbox.cli.main build --server >"$server_log" 2>&1 &
 server_build=$!
 bash scripts/build-images.sh
@@ -160,7 +164,7 @@ stop_podman_engine() {
     # its storage driver's own bind mount outlives the service
     umount "${ORSBOX_PODMAN_ROOT:-/var/lib/orsbox-podman}/storage/overlay" 2>/dev/null || true
 }
-trap 'stop_runsc_engine; stop_podman_engine' EXIT
+trap 'stop_runsc_engine; stop_podman_engine; rm -rf "$run_dir"' EXIT
 bash scripts/start-runsc-engine.sh &
 runsc_start=$!
 bash scripts/start-podman-engine.sh >/dev/null &
