@@ -237,20 +237,17 @@ class Engine:
         put = functools.partial(self.client.api.put_archive, container_id, path, archive)
         await self.run(f"copy into {path} in container", put)
 
-    async def wait_stopped(self, container_id: str, timeout_s: float) -> bool:
-        """Wait up to `timeout_s` for the container to stop by itself (or be gone);
-        True if it did. One request, the engine's `wait` (condition not-running)."""
+    async def wait_stopped(self, container_id: str, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for the container to stop by itself or be gone; past
+        it, return all the same (the caller removes it either way). One request, the
+        engine's `wait` (condition not-running)."""
 
-        def wait() -> bool:
-            try:
+        def wait() -> None:
+            # gone already (auto_remove), or still running past it: removed as before
+            with contextlib.suppress(docker.errors.NotFound, requests.exceptions.Timeout):
                 self.client.api.wait(container_id, timeout=int(timeout_s), condition="not-running")
-            except docker.errors.NotFound:
-                pass  # removed already (auto_remove)
-            except requests.exceptions.Timeout:
-                return False
-            return True
 
-        return await self.run("wait for the container to stop", wait)
+        await self.run("wait for the container to stop", wait)
 
     async def inspect(self, container_id: str) -> dict[str, Any]:
         return await self.run("inspect container", self.client.api.inspect_container, container_id)
