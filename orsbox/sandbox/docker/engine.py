@@ -30,6 +30,7 @@ import docker
 import docker.errors
 import requests
 import requests.exceptions
+import urllib3.exceptions
 from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.models.containers import _create_container_args  # type: ignore[attr-defined]  # private, not in the stubs
 
@@ -61,6 +62,14 @@ class RequestHelpers(Protocol):
 
 def request_helpers(api: docker.APIClient) -> RequestHelpers:
     return cast(RequestHelpers, api)
+
+
+def _read_timed_out(e: requests.exceptions.ConnectionError) -> bool:
+    """Whether `e` is a read that outlived its timeout rather than an engine out of reach.
+    requests raises a timeout met while reading an answer's body (the engine's `wait`
+    sends its headers at once, its body when the container stops) as ConnectionError
+    around urllib3's ReadTimeoutError, not as its own Timeout (docker/docker-py#1966)."""
+    return bool(e.args) and isinstance(e.args[0], urllib3.exceptions.ReadTimeoutError)
 
 
 @contextlib.contextmanager
@@ -244,8 +253,13 @@ class Engine:
 
         def wait() -> None:
             # gone already (auto_remove), or still running past it: removed as before
-            with contextlib.suppress(docker.errors.NotFound, requests.exceptions.Timeout):
+            try:
                 self.client.api.wait(container_id, timeout=int(timeout_s), condition="not-running")
+            except (docker.errors.NotFound, requests.exceptions.Timeout):
+                pass
+            except requests.exceptions.ConnectionError as e:
+                if not _read_timed_out(e):
+                    raise
 
         await self.run("wait for the container to stop", wait)
 
