@@ -5,6 +5,7 @@ made with git on the host from edits written here."""
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -132,13 +133,15 @@ def _deleted_file(repo: Repo) -> str:
 
 
 def _rewrite_history(repo: Repo, files: dict[str, str | bytes]) -> None:
-    """Make `files` part of the only commit, and drop the blobs they replace, so that
-    the patch's old blobs are not in the repository (no `--3way` merge from them)."""
-    repo.commit(files)
-    repo.git("reset", "-q", "--soft", "HEAD~1")
-    repo.git("commit", "--amend", "-qm", "only")
-    repo.git("reflog", "expire", "--expire=now", "--all")
-    repo.git("gc", "-q", "--prune=now")
+    """Make `files` part of the only commit, in a repository made anew from the working
+    tree, so that the patch's old blobs are not in it (no `--3way` merge from them).
+    A new repository rather than an amend and `git gc --prune=now`: once in a CI run
+    that gc's repack failed (`bad revision`), and a new one has no old objects to drop."""
+    repo.write(files)
+    shutil.rmtree(repo.folder / ".git")
+    repo.git("init", "-q", "-b", "main")
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "only")
 
 
 BUILDERS: dict[str, Callable[[Repo], str]] = {
