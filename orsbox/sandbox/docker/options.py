@@ -141,7 +141,7 @@ def address_space_bound(limits: SandboxLimits, runtime: str | None) -> int | Non
 
 
 MIB = 1024**2
-GVISOR_MEMORY_HEADROOM_MIN = 384 * MIB  # the host bound's room above the guest's, at least
+GVISOR_MEMORY_HEADROOM_MIN = 512 * MIB  # the host bound's room above the guest's, at least
 GVISOR_MEMORY_HEADROOM_SHARE = 2  # ... or this fraction (1/2) of the sandbox's memory
 GUEST_MEMORY_RESERVE = 16 * MIB  # the guest's memory watch fires this far below the sandbox's
 
@@ -149,9 +149,10 @@ GUEST_MEMORY_RESERVE = 16 * MIB  # the guest's memory watch fires this far below
 def gvisor_host_memory(limits: SandboxLimits) -> int:
     """The host cgroup's memory bound for a gVisor sandbox: the sandbox's memory plus
     room. The processes' bound is the guest's (`guest_memory_bounds`): it kills a
-    command's largest process when the memory in use inside passes the sandbox's, but it
-    looks every 50 ms and eight processes allocating at once outran it by hundreds of
-    MiB; the host's bound, reached, ends the whole sandbox."""
+    command's largest processes when the memory in use inside passes the sandbox's, but
+    it looks every 50-100 ms and eight processes allocating at once outran it by up to
+    400 MiB with the host loaded (the host cgroup peaked at 910 MiB for a 512 MiB
+    sandbox); the host's bound, reached, stalls the sandbox and may end it."""
     headroom = max(GVISOR_MEMORY_HEADROOM_MIN, limits.memory_bytes // GVISOR_MEMORY_HEADROOM_SHARE)
     return limits.memory_bytes + headroom
 
