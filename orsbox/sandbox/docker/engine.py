@@ -42,6 +42,7 @@ MAX_CONCURRENT_CALLS = 64
 POOL_SIZE = MAX_CONCURRENT_CALLS + 16
 REMOVE_WAIT_S = 30.0  # how long to wait for a removal already in progress
 REMOVE_SLOW_S = 300.0  # ... and for one that outlasted a read timeout (a bomb's end)
+KILL_RETRY_S = 0.2  # between removals refused because the engine had not seen a kill end
 SLOW_REMOVE_S = 10.0  # a removal past this is logged (usually well under a second)
 ARCHIVE_TIMEOUT_S = 300.0  # a whole archive read (each read within it: DOCKER_TIMEOUT_S)
 
@@ -62,6 +63,14 @@ class RequestHelpers(Protocol):
 
 def request_helpers(api: docker.APIClient) -> RequestHelpers:
     return cast(RequestHelpers, api)
+
+
+def _kill_not_yet_seen(e: docker.errors.APIError) -> bool:
+    """Whether a forced removal failed only because the engine had not yet seen its kill
+    end the container: its process already dead (a zombie) when docker, 10 s after the
+    kill, tried SIGKILL itself. Asked again, the engine removes it at once. Seen when
+    the host's OOM killer ended a gVisor sandbox's processes (docs/gvisor.md, 'oom')."""
+    return "is zombie and can not be killed" in str(e.explanation or "")
 
 
 def _read_timed_out(e: requests.exceptions.ConnectionError) -> bool:
@@ -362,15 +371,19 @@ class Engine:
 
     @staticmethod
     def _remove_with(api: Any, container_id: str, wait_s: float) -> None:
-        try:
-            api.remove_container(container_id, force=True)
-            return
-        except docker.errors.NotFound:
-            return
-        except docker.errors.APIError as e:
-            if e.status_code != 409:  # 409: removal already in progress (auto_remove)
-                raise
         deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                api.remove_container(container_id, force=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as e:
+                if e.status_code == 409:  # removal already in progress (auto_remove)
+                    break
+                if not _kill_not_yet_seen(e) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(KILL_RETRY_S)
         while time.monotonic() < deadline:
             try:
                 api.inspect_container(container_id)
