@@ -110,9 +110,13 @@ async def test_one_process_allocating_past_the_memory_fails_inside(
     assert (await sandbox.shell("echo alive", timeout_s=20)).output == "alive\n"
 
 
+# Five processes of 160 MiB: together past the sandbox's 512 MiB (two fit), and, with
+# python and the guest, under the host's bound (1,024 MiB), so the sandbox lives however
+# late the watch looks. Eight of 200 MiB race the watch to the host's bound, which it
+# can lose under load: that race is measured, not asserted (bench/gvisor_memory_race.py).
 MANY_PROCESS_BOMB = (
-    "for i in $(seq 8); do"
-    ' python3 -c "b = bytearray(200 * 1024**2); import time; time.sleep(5)" &'
+    "for i in $(seq 5); do"
+    ' python3 -c "b = bytearray(160 * 1024**2); import time; time.sleep(5)" &'
     " done; wait; echo waited"
 )
 
@@ -120,10 +124,10 @@ MANY_PROCESS_BOMB = (
 async def test_processes_that_together_pass_the_memory_are_killed_not_the_sandbox(
     cpu_load: None, sandbox: DockerSandbox
 ) -> None:
-    """Eight processes of 200 MiB in a 512 MiB sandbox, each under RLIMIT_AS: the guest's
-    memory watch kills the largest while the guest's memory is past the sandbox's (the
-    host's bound has room above it), as runc's OOM killer would; the call says so and
-    the session goes on (docs/gvisor.md, 'oom')."""
+    """Processes that each stay under RLIMIT_AS but together pass the sandbox's memory:
+    the guest's memory watch kills the largest while the guest's memory is past the
+    sandbox's, as runc's OOM killer would; the call says so, the rest end as they would
+    have, and the session goes on (docs/gvisor.md, 'oom')."""
     result = await sandbox.shell(MANY_PROCESS_BOMB, timeout_s=60)
     assert result.oom_killed, result
     assert "out of memory: killed process" in result.output, result.output
