@@ -150,9 +150,10 @@ def gvisor_host_memory(limits: SandboxLimits) -> int:
     """The host cgroup's memory bound for a gVisor sandbox: the sandbox's memory plus
     room. The processes' bound is the guest's (`guest_memory_bounds`): it kills a
     command's largest processes when the memory in use inside passes the sandbox's, but
-    it looks every 50-100 ms and eight processes allocating at once outran it by up to
-    400 MiB with the host loaded (the host cgroup peaked at 910 MiB for a 512 MiB
-    sandbox); the host's bound, reached, stalls the sandbox and may end it."""
+    it looks every 50-100 ms, and eight processes allocating at once with the host
+    loaded outran it to the host's bound in 2 of 60 runs (`bench.gvisor_memory_race`):
+    there the host's OOM killer ends gVisor's stubs and the sandbox's call hangs to its
+    timeout (docs/gvisor.md, 'oom')."""
     headroom = max(GVISOR_MEMORY_HEADROOM_MIN, limits.memory_bytes // GVISOR_MEMORY_HEADROOM_SHARE)
     return limits.memory_bytes + headroom
 
