@@ -164,6 +164,20 @@ async def test_restart_shell(under_test: BackendUnderTest, sandbox: Sandbox) -> 
     assert "sleep 250" not in await under_test.processes(sandbox)
 
 
+async def until_listed(
+    under_test: BackendUnderTest, sandbox: Sandbox, sleeps: tuple[int, ...]
+) -> None:
+    """Until `sleep N` runs for each N: a background chain (`setsid bash -c 'sleep N'`,
+    `env -i sleep N`) may not have become its sleep yet when the call that started it
+    answers."""
+
+    async def all_started() -> bool:
+        listed = await under_test.processes(sandbox)
+        return all(f"sleep {n}" in listed for n in sleeps)
+
+    await wait_until_async(all_started, 10, 0.05, f"sleeps {sleeps} started")
+
+
 async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
     under_test: BackendUnderTest,
     sandbox: Sandbox,
@@ -173,8 +187,7 @@ async def test_restart_shell_kills_what_escaped_the_shell_but_not_execs(
     is not the shell's and lives on."""
     await sandbox.exec("(setsid sleep 261 > /dev/null 2>&1 &)")
     await sandbox.shell("(setsid sleep 262 > /dev/null 2>&1 &); (setsid bash -c 'sleep 263' &)")
-    before = await under_test.processes(sandbox)
-    assert all(f"sleep {n}" in before for n in (261, 262, 263)), before
+    await until_listed(under_test, sandbox, (261, 262, 263))
     await sandbox.restart_shell()
     ps = await under_test.processes(sandbox)
     assert "sleep 261" in ps
@@ -192,11 +205,7 @@ async def test_kill_processes_kills_everything_the_agent_started(
     await sandbox.shell("sleep 272 & (setsid env -i sleep 273 > /dev/null 2>&1 &)")
     await sandbox.shell("export KEPT=1; while :; do sleep 1; done > /dev/null 2>&1 &")
 
-    async def all_started() -> bool:  # `env -i` may not have become sleep 273 yet
-        listed = await under_test.processes(sandbox)
-        return all(f"sleep {n}" in listed for n in (271, 272, 273))
-
-    await wait_until_async(all_started, 10, 0.05, "the three sleeps started")
+    await until_listed(under_test, sandbox, (271, 272, 273))
     assert await sandbox.kill_processes() >= 4
     after = await under_test.processes(sandbox)
     assert not any(f"sleep {n}" in after for n in (271, 272, 273)), after
