@@ -13,7 +13,8 @@ from .quiet import suppress
 GROWTH_WINDOW_S = 0.5  # a look older than this says nothing of how fast memory grows now
 # From a look past the bound to the next look that sees its kills' memory free: the look,
 # the kills, their deaths and the loop's turn took 0.2-0.35 s with the host loaded. The
-# lower end: 0.3 s killed more of the processes for no lower peak (docs/gvisor.md, 'oom')
+# lower end: 0.3 s killed more of the processes for no lower peak (BENCHMARKS.md, "The
+# memory watch's race")
 KILL_LAG_S = 0.2
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
