@@ -25,23 +25,20 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
+from bench.gvisor import ENGINE, MEMORY_CGROUP, MIB
 from orsbox.errors import SandboxGone
 from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.sandbox.docker.options import gvisor_host_memory
 
-MIB = 1024**2
 LIMITS = SandboxLimits(memory_bytes=512 * MIB)
 BOMB = (
     "for i in $(seq 8); do"
     ' python3 -c "b = bytearray(200 * 1024**2); import time; time.sleep(5)" &'
     " done; wait; echo waited"
 )
-ENGINE = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
-MEMORY_CGROUP = Path("/sys/fs/cgroup/memory/docker")  # cgroup v1, as on this machine
 # a CPU-bound process that ends with the bench even if the bench is killed
 BURNER = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
 
