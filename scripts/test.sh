@@ -59,7 +59,9 @@ harbor_install=$!
 # docker-registry for the loopback registry (tests/registry.py, orsbox.cluster.registry);
 # Debian's docker-compose 1.29, which brings deploy/compose up (tests/deploy); squid
 # and iptables for allow-listed networks' egress proxy (orsbox.sandbox.docker.proxy,
-# docs/network.md), run by orsbox per sandbox: the package's own service is not wanted.
+# docs/network.md), run by orsbox per sandbox: the package's own service is not wanted;
+# musl-tools, whose musl-gcc builds the sleeping guest's native sleeper
+# (orsbox/sandbox/guest/sleeper/, tests/sandbox/test_guest_sleep.py).
 # The engine and mmdebstrap go in first: the local Debian base image
 # (scripts/make-local-base.sh, about 30 s of mmdebstrap) is then made while the rest
 # installs and pip runs, not after them.
@@ -78,6 +80,7 @@ command -v chromium >/dev/null && command -v chromedriver >/dev/null || packages
 command -v haproxy >/dev/null && command -v ip >/dev/null || packages+=(haproxy iproute2)
 command -v docker-registry >/dev/null || packages+=(docker-registry)
 command -v docker-compose >/dev/null || packages+=(docker-compose)
+command -v musl-gcc >/dev/null || packages+=(musl-tools)
 no_squid=0
 command -v squid >/dev/null || [ -x /usr/sbin/squid ] || no_squid=1
 apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
