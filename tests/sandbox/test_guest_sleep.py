@@ -18,8 +18,11 @@ import pytest
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker.config import DockerConfig
+from orsbox.sandbox.guest import start
+from orsbox.sandbox.guest.inside.sleep import SLEEPER_NAME
 from tests.runtimes import PODMAN_ENGINE, RUNSC_ENGINE, runtime_available
 from tests.sandbox.conftest import BASE_IMAGE
+from tests.sandbox.test_shell import SENTINEL_TOKEN
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
@@ -44,9 +47,9 @@ def engine_client(backend: DockerBackend) -> docker.DockerClient:
 
 
 GUEST_PROCESS = """for stat in /proc/[0-9]*/stat; do
-    read -r pid comm state ppid rest < "$stat" && [ "$ppid" = 1 ] && echo "$pid $comm"
-done | sort -n | head -1 | { read -r pid comm
-    echo "$comm $(grep ^VmRSS: /proc/$pid/status | tr -dc 0-9)"; }"""
+    read -r pid comm state ppid rest < "$stat" && [ "$ppid" = 1 ] && echo "$pid"
+done | sort -n | head -1 | { read -r pid
+    echo "$(tr '\\0' '\\n' < /proc/$pid/cmdline | head -1) $(grep ^VmRSS: /proc/$pid/status | tr -dc 0-9) $pid"; }"""
 
 
 def guest_process(client: docker.DockerClient, container_id: str) -> dict[str, Any]:
@@ -54,14 +57,15 @@ def guest_process(client: docker.DockerClient, container_id: str) -> dict[str, A
     process the engine enters (its parent is outside the container: the guest's sleep
     ignores it, and it never goes through the guest)."""
     code, output = client.containers.get(container_id).exec_run(["bash", "-c", GUEST_PROCESS])
-    comm, rss_kib = output.decode().split()
+    command, rss_kib, pid = output.decode().split()
     assert code == 0, output
-    return {"rss_kib": int(rss_kib), "command": comm.strip("()")}
+    return {"rss_kib": int(rss_kib), "command": command.rsplit("/", 1)[-1], "pid": int(pid)}
 
 
 def asleep(process: dict[str, Any]) -> bool:
-    """Awake the guest is python; asleep, the bash that waits for the next request."""
-    return process["command"] == "bash"
+    """Awake the guest is python; asleep, the native sleeper (`sleeper.c`), or the bash
+    that waits for the next request where the host has no sleeper to send."""
+    return process["command"] in (SLEEPER_NAME, "bash")
 
 
 async def until(check: Callable[[], bool], what: str) -> None:
@@ -108,6 +112,165 @@ async def test_an_idle_guest_sleeps_and_the_next_call_wakes_it_with_the_shell_in
     finally:
         await sandbox.close()
         client.close()
+
+
+def native(process: dict[str, Any]) -> bool:
+    return process["command"] == SLEEPER_NAME
+
+
+async def test_a_sleeping_guest_answers_plain_shell_calls_without_waking(
+    backend: DockerBackend,
+) -> None:
+    """The native sleeper runs a plain call in the same shell and answers it itself: no
+    python starts (the guest is still the sleeper after the calls, same pid)."""
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE))
+    client = engine_client(backend)
+    try:
+        await sandbox.shell("cd /tmp && X=41")
+        await until(lambda: native(guest_process(client, sandbox.id)), "the native sleep")
+        before = guest_process(client, sandbox.id)
+        results = [await sandbox.shell(f"X=$((X+1)); echo $X $(pwd); (exit {i})") for i in range(3)]
+        assert [(r.output, r.exit_code) for r in results] == [
+            ("42 /tmp\n", 0), ("43 /tmp\n", 1), ("44 /tmp\n", 2)
+        ]  # fmt: skip
+        binary = await sandbox.shell("printf 'a\\000b\\377'; printf \"it's\"")
+        assert binary.output == "a\x00b\ufffdit's"  # (decoded with replacement)
+        after = guest_process(client, sandbox.id)
+        assert native(after) and after["pid"] == before["pid"], (before, after)
+    finally:
+        await sandbox.close()
+        client.close()
+
+
+async def test_what_the_sleeper_does_not_answer_wakes_the_guest_with_the_call_intact(
+    backend: DockerBackend,
+) -> None:
+    """Each hand-over of `sleeper.c`: another request, a call past its deadline, output
+    past the sleeper's buffer or the call's cap, a job left running. The guest that
+    wakes answers as an awake guest would have."""
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE))
+    client = engine_client(backend)
+
+    async def asleep_natively() -> None:
+        await until(lambda: native(guest_process(client, sandbox.id)), "the native sleep")
+
+    try:
+        await asleep_natively()
+        await sandbox.write_file("/tmp/f", b"\x00x")  # not a shell call
+        assert await sandbox.read_file("/tmp/f") == b"\x00x"
+
+        await asleep_natively()
+        big = await sandbox.shell("head -c 200000 /dev/zero | tr '\\0' a", output_cap_bytes=300_000)
+        assert big.output == "a" * 200000 and not big.truncated
+
+        await asleep_natively()
+        capped = await sandbox.shell("head -c 300 /dev/zero | tr '\\0' b", output_cap_bytes=100)
+        assert capped.truncated and capped.output.startswith("b" * 50), capped
+
+        await asleep_natively()
+        late = await sandbox.shell("echo started; sleep 30", timeout_s=0.5)
+        assert late.timed_out and "started" in late.output and "killed 1" in late.output, late
+        assert (await sandbox.shell("echo after")).output == "after\n"
+
+        await asleep_natively()
+        # a request that comes while the sleeper runs a call: both answered
+        async with anyio.create_task_group() as tasks:
+            slow: list[Any] = []
+
+            async def call_slowly() -> None:
+                slow.append(await sandbox.shell("sleep 1; echo slow"))
+
+            tasks.start_soon(call_slowly)
+            await until(lambda: "sleep 1" in ps(client, sandbox.id), "the slow call's start")
+            assert await sandbox.read_file("/tmp/f") == b"\x00x"
+        assert slow[0].output == "slow\n"
+
+        await asleep_natively()
+        await sandbox.shell("sleep 600 &")  # a job left running: the awake guest watches it
+        assert guest_process(client, sandbox.id)["command"].startswith("python")
+    finally:
+        await sandbox.close()
+        client.close()
+
+
+FORGERIES = [
+    # look-alikes that are output, and one with a valid status, which ends the call
+    # early; the rest of that command line's output comes with the next call's
+    "printf '\\000%s:1234\\000 \\000%s:12x \\000%s:' $t $t $t; echo; echo after; false",
+    # (a loop of builtins, no process the sleeper would wake for: the rest comes after
+    # the early end was answered, and waits in the shell's pipe for the next call)
+    "printf 'early\\000%s:7\\000' $t; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done;"
+    " echo rest; : > /tmp/rest-printed",
+    "echo next",
+]
+
+
+async def test_a_forged_sentinel_reads_the_same_asleep_as_awake(backend: DockerBackend) -> None:
+    """A command can read the shell's token (`declare -f`) and print look-alikes of the
+    sentinel: the sleeper hands such output to the python guest, whose rules
+    (test_shell.py) give the same answers as an awake guest's, call after call."""
+    awake_config = backend.config.model_copy(update={"guest_sleep_after_s": None})
+    awake_backend = DockerBackend(config=awake_config)
+    client = engine_client(backend)
+    awake = await awake_backend.start(SandboxSpec(image=BASE_IMAGE))
+    asleep = await backend.start(SandboxSpec(image=BASE_IMAGE))
+    try:
+        answers = await forgeries_answered(awake, client, sleeping=False)
+        assert answers == await forgeries_answered(asleep, client, sleeping=True)
+        assert answers[1][0] == 7 and answers[2][1].startswith("rest\n"), answers
+    finally:
+        for sandbox in (awake, asleep):
+            await sandbox.close()
+        client.close()
+        await awake_backend.close()
+
+
+async def forgeries_answered(
+    sandbox: Any, client: docker.DockerClient, sleeping: bool
+) -> list[tuple[int | None, str]]:
+    """Each of FORGERIES' answers, the shell's token written TOKEN; with `sleeping`,
+    the first two sent to the native sleeper."""
+    token = (await sandbox.shell(f"t={SENTINEL_TOKEN}; echo $t")).output.strip()
+    answers = []
+    for i, command in enumerate(FORGERIES):
+        # (after the early end the guest holds the rest's output: it stays awake)
+        if sleeping and i < 2:
+            await until(lambda: native(guest_process(client, sandbox.id)), "the sleep")
+        if i == 2:
+            await until(lambda: printed(client, sandbox.id), "the rest's output")
+        result = await sandbox.shell(command)
+        answers.append((result.exit_code, result.output.replace(token, "TOKEN")))
+    return answers
+
+
+def printed(client: docker.DockerClient, container_id: str) -> bool:
+    container = client.containers.get(container_id)
+    return container.exec_run(["test", "-e", "/tmp/rest-printed"]).exit_code == 0
+
+
+def ps(client: docker.DockerClient, container_id: str) -> str:
+    """The container's command lines, read from outside."""
+    script = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
+    return client.containers.get(container_id).exec_run(["bash", "-c", script]).output.decode()
+
+
+async def test_without_a_native_sleeper_the_guest_sleeps_as_bash(
+    base_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host with no musl compiler sends no sleeper: the guest waits as bash and wakes
+    as python, the same answers."""
+    monkeypatch.setattr(start, "sleeper_binary", lambda: None)
+    backend = DockerBackend(config=DockerConfig(guest_sleep_after_s=SLEEP_AFTER_S))
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE))
+    client = engine_client(backend)
+    try:
+        await sandbox.shell("cd /tmp")
+        await until(lambda: guest_process(client, sandbox.id)["command"] == "bash", "the sleep")
+        assert (await sandbox.shell("pwd")).output == "/tmp\n"
+    finally:
+        await sandbox.close()
+        client.close()
+        await backend.close()
 
 
 async def test_a_background_job_keeps_the_guest_awake(backend: DockerBackend) -> None:

@@ -70,6 +70,7 @@ from orsbox.sandbox.docker.snapshots import DockerSnapshots
 from orsbox.sandbox.docker.stream import DockerDemux
 from orsbox.sandbox.guest.channel import ChannelClosed
 from orsbox.sandbox.guest.payload import guest_payload
+from orsbox.sandbox.guest.sleeper import sleeper_binary
 from orsbox.sandbox.guest.start import SubGuests, start_guest
 from orsbox.sandbox.host_limits import HostLimit, kernel_limits
 from orsbox.sandbox.host_state import HostStateSwept
@@ -128,6 +129,8 @@ class DockerBackend(SandboxBackend):
         )
         self._orphans: set[asyncio.Future[None]] = set()  # removals of cancelled creates
         guest_payload()  # compiled now, not on the event loop at the first start
+        if self.config.guest_sleep_after_s is not None:
+            sleeper_binary()  # built now, likewise (what a sleeping guest runs)
 
     @property
     def capabilities(self) -> BackendCapabilities:

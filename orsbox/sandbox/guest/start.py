@@ -22,6 +22,7 @@ from orsbox.sandbox.guest.channel import ChannelClosed, Demux, GuestChannel
 from orsbox.sandbox.guest.loader import Kept, guest_argv
 from orsbox.sandbox.guest.payload import guest_payload
 from orsbox.sandbox.guest.sandbox import check
+from orsbox.sandbox.guest.sleeper import sleeper_binary
 
 log = logging.getLogger("orsbox.sandbox.agent")  # the name operators filter on; kept
 
@@ -45,9 +46,13 @@ async def start_guest(
     each command, the memory in use past which it kills), from the backend;
     `sleep_after_s`: how long it may idle before it sleeps (`inside/sleep.py`)."""
     hello: dict[str, float | int | str | None] = {**(memory or {}), "sleep_after": sleep_after_s}
+    sleeper = b""
     if sleep_after_s is not None:  # the digest its kept copy must have when it wakes
         hello["digest"] = guest_payload().digest
-    return await greet(sock, name, on_lost, demux, send_payload=True, shell=True, options=hello)
+        sleeper = sleeper_binary() or b""  # what it sleeps as (none: a waiting bash)
+    return await greet(
+        sock, name, on_lost, demux, send_payload=True, shell=True, options=hello, sleeper=sleeper
+    )
 
 
 async def greet(
@@ -59,11 +64,13 @@ async def greet(
     send_payload: bool,
     shell: bool,
     options: dict[str, float | int | str | None] | None = None,
+    sleeper: bytes = b"",
 ) -> GuestChannel:
     """Connect to a guest's loader, send it the payload unless it loads a kept copy,
     and wait for its hello. With `shell`, the guest starts its persistent shell just
     after (a sub-guest runs one exec, no shell); `options`, the hello's others (memory
-    bounds, `sleep_after`)."""
+    bounds, `sleep_after`); `sleeper`, the native sleeper's executable, as the hello's
+    payload (`sleeper/`)."""
     try:
         channel = await GuestChannel.connect(sock, name, on_lost, demux)
     except BaseException:
@@ -73,7 +80,7 @@ async def greet(
     try:
         if send_payload:
             await channel.send_raw(guest_payload().data)
-        header, _ = await channel.request(hello, timeout_s=GUEST_HELLO_TIMEOUT_S)
+        header, _ = await channel.request(hello, sleeper, timeout_s=GUEST_HELLO_TIMEOUT_S)
         check(header)
     except TimeoutError:
         channel.close()

@@ -31,8 +31,8 @@ Its modules, one job each: `wire` (framing, reading and writing descriptors),
 (what a command's processes carry in their environment), `memory` (OOM counts, gVisor's
 memory watch, each command's limits), `shell` (the persistent shell), `one_off` (an
 exec outside the shell), `files` (read, write, untar), `keep` (the payload's copy for
-sub-guests), `sleep` (an idle guest replaced by a waiting bash until the next request)
-and `serve` (the request loop).
+sub-guests), `sleep` (an idle guest replaced by a native sleeper, or a waiting bash,
+until a request it hands back) and `serve` (the request loop).
 
 Wire format, both directions (host -> guest on stdin, guest -> host on stdout; stdout
 carries nothing else, diagnostics go to stderr):
@@ -45,7 +45,7 @@ The host puts one newline before each frame it sends, which wakes a sleeping gue
 Requests carry an integer `id` and an `op`: hello (with `"shell": true`, the persistent
 shell is started just after the reply), shell, restart, killall, exec, read, write,
 untar, keep; the hello's `"sleep_after"` (seconds, or null) lets an idle guest sleep
-(`sleep`). Each gets exactly one reply with the same `id`: `{"ok": true, ...}` or
+(`sleep`), and its payload, if any, is the native sleeper to sleep as. Each gets exactly one reply with the same `id`: `{"ok": true, ...}` or
 `{"ok": false, "error": "...", "kind": "file" | "bad"}`. Command output, file contents,
 stdin and written data travel as the payload, never as JSON text, so binary data and
 50 MB files cost no escaping.

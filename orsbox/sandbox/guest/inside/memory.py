@@ -78,6 +78,7 @@ class OomCounter:
 
     def __init__(self):
         self.fd = None
+        self.path = None  # the file it reads (the native sleeper reads it too)
         for path in OOM_FILES:
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -85,6 +86,7 @@ class OomCounter:
                 continue
             self.fd = fd
             if self.read() is not None:
+                self.path = path
                 return
             os.close(fd)
             self.fd = None

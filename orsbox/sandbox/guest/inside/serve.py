@@ -14,7 +14,7 @@ from .one_off import ExecCall
 from .processes import RUNNING_LISTED, command_line, kill_sweep, process_table, wait_dead
 from .quiet import suppress
 from .shell import POLL_S, Shell
-from .sleep import sleep, woken_state
+from .sleep import handed_off, sleep, woken_state
 from .watch import READ, Watch
 from .wire import FrameBuffer, log, read_ready, send_frame
 
@@ -33,6 +33,8 @@ class Guest:
         self.oom_supported = memory.oom_count() is not None
         self.sleep_after = None  # the hello's: idle seconds before the guest sleeps
         self.payload_digest = None  # the hello's: the payload's SHA-256, for the sleep
+        self.sleeper = None  # the hello's payload: the native sleeper's executable (`sleep`)
+        self.sleeper_fd = None  # ... once kept in a sealed memfd, at the first sleep
         self.idle_since = None  # monotonic time the guest last became idle
         os.set_blocking(0, False)
         self.descriptors.register(0, READ, self.on_stdin)
@@ -110,6 +112,9 @@ class Guest:
         self.idle_since = None
         if not data:
             self.stop()
+        self.on_input(data)
+
+    def on_input(self, data):
         for header, payload in self.frames.feed(data):
             self.dispatch(header, payload)
 
@@ -129,6 +134,7 @@ class Guest:
             self.oom_supported = self.memory.oom_count() is not None
             self.sleep_after = req.get("sleep_after")
             self.payload_digest = req.get("digest")
+            self.sleeper = payload or None
             info = {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom": self.oom_supported}
             self.reply(rid, info)
             if req.get("shell") and self.shell.proc is None:
@@ -166,8 +172,20 @@ class Guest:
         self.oom_supported = self.memory.oom_count() is not None
         self.sleep_after, self.kept = state["sleep_after"], state["kept"]
         self.payload_digest = state["digest"]
+        self.sleeper_fd = state.get("sleeper")
+        if self.sleeper_fd is not None:
+            os.set_inheritable(self.sleeper_fd, False)  # not into the commands it starts
         if state["shell"] is not None:
             self.shell.adopt(state["shell"])
+
+    def take_over(self, handoff):
+        """What the native sleeper read and did not answer (`sleep.handed_off`): the
+        shell call it began, then the requests, as if this guest had read them."""
+        call, requests, output, jobs = handoff
+        if call is not None:
+            self.shell.adopt_call(call, output, jobs)
+        if requests:
+            self.on_input(requests)
 
     def started_here(self, table):
         """A function that lists, in a process table, what the sandbox's user could have
@@ -280,11 +298,15 @@ class Guest:
 
 def main(argv, payload=b""):
     """Serve until stdin closes. `argv`: the loader's arguments (`--sub` for a
-    sub-guest, `--wake FD` for a guest that slept); `payload`: what the loader ran,
+    sub-guest, `--wake FD` for a guest that slept, and `--handoff FD` if it slept as the
+    native sleeper and that read what it could not answer); `payload`: what the loader ran,
     kept for sub-guests on request."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     guest = Guest(Memory(), payload, dead_man="--sub" not in argv)
     state = woken_state(argv)
     if state is not None:
         guest.wake(state)
+        handoff = handed_off(argv)
+        if handoff is not None:
+            guest.take_over(handoff)
     guest.serve()

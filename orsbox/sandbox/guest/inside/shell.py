@@ -198,6 +198,22 @@ class Shell:
         self.guest.descriptors.register(self.out_r, READ, self.on_output)
         self.source_lines(self.script)
 
+    def adopt_call(self, call, output, jobs):
+        """Take up a call the native sleeper began and handed over (`sleep.handed_off`):
+        its request's values, when and at which clock tick it began, the OOM count and
+        the shell's children then, and the shell's output since, scanned as if read
+        here. Its deadline, kill sweeps and reply are this guest's from here on."""
+        oom_before = call["oom_before"] if call["oom_before"] >= 0 else None
+        timeout = float(call["timeout"])
+        adopted = ShellCall(call["id"], Capture(call["cap"]), timeout, [], oom_before)
+        adopted.started = call["started"]
+        adopted.deadline = adopted.started + timeout
+        adopted.start_tick = call["start_tick"]
+        adopted.earlier_jobs = set(int(pid) for pid in jobs.split())
+        self.call = adopted
+        if output:
+            self.scan(output)
+
     def forget(self):
         """Close our ends of a shell that is dead (or about to be)."""
         self.close_output()
