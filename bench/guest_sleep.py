@@ -5,7 +5,12 @@ the kernel counting in 10 ms ticks), and the container's own memory (cgroup usag
 inactive file cache, as `bench.scale` counts it) awake and asleep, on one sandbox of the
 main engine.
 
-    python -m bench.guest_sleep [SAMPLES] [--image IMAGE]
+    python -m bench.guest_sleep [SAMPLES] [--image IMAGE] [--bash-sleeper]
+
+The guest sleeps as the native sleeper (`orsbox/sandbox/guest/sleeper/`), which answers
+a plain call itself: its "waking" call wakes nothing. `--bash-sleeper` measures the
+waiting bash instead (no sleeper sent: ORSBOX_SLEEPER_CC=none), whose every call after
+a sleep starts python again.
 
 Whether the guest sleeps is read from outside, by a process the engine enters in the
 container (`docker exec`: the guest's sleep ignores processes entered from outside),
@@ -26,16 +31,22 @@ from bench.guest_start import summary
 from orsbox.sandbox import SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker.config import DockerConfig
+from orsbox.sandbox.guest.inside.sleep import SLEEPER_NAME
+from orsbox.sandbox.guest.sleeper import CC_VARIABLE
 
 SLEEP_AFTER_S = 0.2
-FIRST_CHILD_OF_INIT = "cut -d' ' -f1 /proc/1/task/1/children | xargs -I{} cat /proc/{}/comm"
+FIRST_CHILD_OF_INIT = (
+    "cut -d' ' -f1 /proc/1/task/1/children | xargs -I{} cat /proc/{}/cmdline | tr '\\0' '\\n'"
+    " | head -1"
+)
 
 
 async def until_asleep(container: docker.models.containers.Container) -> None:
-    """Until the guest (the first child of the container's init) is the waiting bash."""
+    """Until the guest (the first child of the container's init) sleeps: the native
+    sleeper, or the waiting bash."""
     while True:
         _, output = await asyncio.to_thread(container.exec_run, ["bash", "-c", FIRST_CHILD_OF_INIT])
-        if output.decode().strip() == "bash":
+        if output.decode().strip() in (SLEEPER_NAME, "bash"):
             return
         await asyncio.sleep(0.02)
 
@@ -92,6 +103,7 @@ async def measure(samples: int, image: str) -> dict[str, object]:
                 "asleep": asleep_memory // 1024,
             },
             "image": image,
+            "sleeper": "bash" if os.environ.get(CC_VARIABLE) == "none" else "native",
         }
     finally:
         await sandbox.close()
@@ -103,7 +115,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("samples", type=int, nargs="?", default=50)
     parser.add_argument("--image", default="orsbox/base:latest")
+    parser.add_argument("--bash-sleeper", action="store_true", help="no native sleeper")
     args = parser.parse_args()
+    if args.bash_sleeper:
+        os.environ[CC_VARIABLE] = "none"
     print(json.dumps(asyncio.run(measure(args.samples, args.image))))
 
 

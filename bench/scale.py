@@ -734,7 +734,7 @@ def write_plot(ramp: Ramp, path: Path) -> None:
     bx = [float(b.live) for b in ramp.baseline]
 
     def series(label: str, values: list[float], x: list[float] | None = None) -> Series:
-        return Series(label, list(zip(x or xs, values, strict=True)))
+        return Series(label, list(zip(xs if x is None else x, values, strict=True)))
 
     steps = ramp.steps
     panels = [
