@@ -67,7 +67,7 @@ class DockerConfig(BackendConfig):
         default=None,
         gt=0,
         description="seconds a sandbox's guest may sit idle, nothing of the sandbox's "
-        "running but its shell, before it sleeps: a native sleeper (0.1 MiB; a waiting "
+        "running but its shell, before it sleeps: a native sleeper (84 KiB; a waiting "
         "bash where the host has no musl-gcc) replaces the python interpreter (3.4 MiB), "
         "answers plain shell calls itself and wakes the interpreter for anything else "
         "(docs/operating/sizing.md); default: never",

@@ -8,14 +8,15 @@ long as the sandbox lives. At a thousand live episodes most are idle while the m
 thinks.
 
 The sleeper is native when the host sent one (the hello's payload, built on the host:
-`orsbox/sandbox/guest/sleeper/sleeper.c`), else a bash. The native sleeper (0.1 MiB)
-answers plain shell calls itself, in the same shell, so a call to a sleeping sandbox
-costs 0.25 ms of CPU, not a python start of 10-17 ms: a hundred sandboxes called at
-once after the model's turn are answered in milliseconds, not a second (BENCHMARKS.md).
+`orsbox/sandbox/guest/sleeper/sleeper.c`), else a bash. The native sleeper (84 KiB
+resident, its binary included) answers plain shell calls itself, in the same shell, so
+a call to a sleeping sandbox costs 0.25 ms of CPU, not a python start of 10-17 ms: a
+hundred sandboxes called at once after the model's turn are answered in milliseconds,
+not a second (BENCHMARKS.md).
 Whatever else comes (another request, a call past its deadline or its cap, a job left
 running, the end of stdin) it hands to the python guest it execs, with what it has read
 (`handed_off`, `Guest.take_over`): the rules of a call stay here, in one place. The
-bash (0.3 MiB) waits for one byte and runs the guest again, which then reads the request.
+bash (0.3 MiB of its own) waits for one byte and runs the guest again, which then reads the request.
 
 How it stays correct:
   - the host starts every request with one newline (`channel.WAKE`): the sleeper takes
