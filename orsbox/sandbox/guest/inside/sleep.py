@@ -12,11 +12,11 @@ The sleeper is native when the host sent one (the hello's payload, built on the 
 resident, its binary included) answers plain shell calls itself, in the same shell, so
 a call to a sleeping sandbox costs 0.25 ms of CPU, not a python start of 10-17 ms: a
 hundred sandboxes called at once after the model's turn are answered in milliseconds,
-not a second (BENCHMARKS.md).
-Whatever else comes (another request, a call past its deadline or its cap, a job left
-running, the end of stdin) it hands to the python guest it execs, with what it has read
-(`handed_off`, `Guest.take_over`): the rules of a call stay here, in one place. The
-bash (0.3 MiB of its own) waits for one byte and runs the guest again, which then reads the request.
+not a second (BENCHMARKS.md). Whatever else comes (another request, a call past its
+deadline or its cap, a job left running, the end of stdin) it hands to the python guest
+it execs, with what it has read (`handed_off`, `Guest.take_over`): the rules of a call
+stay here, in one place. The bash (0.3 MiB of its own) waits for one byte and runs the
+guest again, which then reads the request.
 
 How it stays correct:
   - the host starts every request with one newline (`channel.WAKE`): the sleeper takes
@@ -89,8 +89,9 @@ def sleep(guest):
         return
     guest.kept = kept
     sleeper = native_sleeper(guest)
+    shell = guest.shell.export() if guest.shell.proc is not None else None
     state = {
-        "shell": guest.shell.export() if guest.shell.proc is not None else None,
+        "shell": shell,
         "address_space": guest.memory.address_space,
         "sleep_after": guest.sleep_after,
         "kept": kept,
@@ -106,9 +107,9 @@ def sleep(guest):
         os.set_inheritable(fd, True)
     os.set_blocking(0, True)
     python = [*command_line(), "--kept", kept, guest.payload_digest, WAKE_FLAG, str(state_fd)]
-    if sleeper is not None and guest.shell.proc is not None:
+    if sleeper is not None and shell is not None:
         with suppress(OSError):  # (another architecture's, a kernel that refuses it...)
-            os.execve(sleeper, [*sleeper_argv(guest), "--", *python], os.environ)
+            os.execve(sleeper, [*sleeper_argv(guest, shell), "--", *python], os.environ)
     try:
         os.execvp("bash", ["bash", "--noprofile", "--norc", "-c", HOLDER, *python])
     except OSError:  # no bash after all: stay awake, and do not try again
@@ -133,21 +134,20 @@ def native_sleeper(guest):
             seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
             guest.sleeper_fd = fd
-        except (OSError, AttributeError):  # (a python without the seals' names: 3.8)
+        except (OSError, AttributeError):  # (a kernel, or a python build, without seals)
             os.close(fd)
         guest.sleeper = None
     return guest.sleeper_fd
 
 
-def sleeper_argv(guest):
-    """The native sleeper's arguments before `--` (its own comment lists them)."""
-    shell = guest.shell
-    state = shell.export()
-    children = -1 if state["children"] is None else state["children"]
+def sleeper_argv(guest, shell):
+    """The native sleeper's arguments before `--` (its own comment lists them), for the
+    shell as `Shell.export` describes it."""
+    children = -1 if shell["children"] is None else shell["children"]
     oom = guest.memory.oom.path or ""
-    return [SLEEPER_NAME, str(state["pid"]), str(state["stdin"]), str(state["out"]),
-            str(state["script"]), str(children), state["token"], oom,
-            shell.line.decode(), shell.eval.decode()]  # fmt: skip
+    return [SLEEPER_NAME, str(shell["pid"]), str(shell["stdin"]), str(shell["out"]),
+            str(shell["script"]), str(children), shell["token"], oom,
+            guest.shell.line.decode(), guest.shell.eval.decode()]  # fmt: skip
 
 
 def readable_stdin_empty():
