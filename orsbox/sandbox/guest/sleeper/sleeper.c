@@ -120,6 +120,11 @@ static void hand_off(const struct call *call) {
     _exit(1);
 }
 
+/* A frame's length: 4 bytes, big-endian (the wire's `>I`). */
+static uint32_t be32(const unsigned char *b) {
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
 /* Read exactly len bytes of stdin (blocking) into `input`; 0 at its end. */
 static int read_input(size_t len) {
     while (len > 0) {
@@ -138,8 +143,8 @@ static int read_input(size_t len) {
 }
 
 /* The header's values this program reads. Plain JSON only: a flat object of numbers
-   and strings without escapes (what the host writes for `shell`); 0 for anything else,
-   which the python guest then reads. */
+   and strings without escapes, with exactly the keys the host writes for `shell`; 0 for
+   anything else (a key added later included), which the python guest then reads. */
 static int parse_header(const char *p, const char *end, struct call *call, int *is_shell) {
     int seen = 0;
     *is_shell = 0;
@@ -161,15 +166,14 @@ static int parse_header(const char *p, const char *end, struct call *call, int *
             value = ++p;
             while (p < end && *p != '"' && *p != '\\') p++;
             if (p == end || *p != '"') return 0;
-            if (key_len == 2 && !memcmp(key, "op", 2)) {
-                if (p - value != 5 || memcmp(value, "shell", 5)) return 0;
-                *is_shell = 1;
-                seen |= 1;
-            }
+            if (key_len != 2 || memcmp(key, "op", 2)) return 0;
+            if (p - value != 5 || memcmp(value, "shell", 5)) return 0;
+            *is_shell = 1;
+            seen |= 1;
             p++;
             continue;
         }
-        while (p < end && strchr("0123456789.-+eE", *p)) p++;
+        while (p < end && *p && strchr("0123456789.-+eE", *p)) p++;
         size_t len = (size_t)(p - value);
         if (len == 0 || len >= sizeof call->timeout) return 0;
         char number[32];
@@ -339,8 +343,8 @@ static void read_jobs(int children) {
 }
 
 /* One shell call, answered here or handed off. */
-static void serve_shell(const struct shell *sh, struct call *call, size_t header_at) {
-    size_t command_at = 8 + header_at;
+static void serve_shell(const struct shell *sh, struct call *call, size_t header_len) {
+    size_t command_at = 8 + header_len;
     call->oom_before = oom_count(sh->oom_file);
     call->started = wall_time();
     call->start_tick = clock_ticks();
@@ -401,10 +405,7 @@ int main(int argc, char **argv) {
         if (!read_input(1) || input[0] != '\n') hand_off(NULL);  /* the host gone, or not a wake */
         input_len = 0;  /* the wake byte is not the frame's */
         if (!read_input(8)) hand_off(NULL);
-        uint32_t header_len = (uint32_t)input[0] << 24 | (uint32_t)input[1] << 16 |
-                              (uint32_t)input[2] << 8 | input[3];
-        uint32_t payload_len = (uint32_t)input[4] << 24 | (uint32_t)input[5] << 16 |
-                               (uint32_t)input[6] << 8 | input[7];
+        uint32_t header_len = be32(input), payload_len = be32(input + 4);
         if (header_len > HEADER_MAX || !read_input(header_len)) hand_off(NULL);
         struct call call = {0};
         int is_shell;
