@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,7 @@ from pydantic import (
     Field,
     SecretStr,
     SerializeAsAny,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -28,7 +30,10 @@ def _renamed(name: str, old: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ORSBOX_", extra="ignore")
+    # hide_input_in_errors: a malformed ORSBOX_SANDBOX_TOKENS must not print the tokens
+    model_config = SettingsConfigDict(
+        env_prefix="ORSBOX_", extra="ignore", hide_input_in_errors=True
+    )
 
     host: str = Field(default="127.0.0.1", description="address to bind")
     port: int = Field(default=8080, ge=0, le=65535)
@@ -73,6 +78,12 @@ class Settings(BaseSettings):
         default=None,
         description="API token; when set, every endpoint but /health needs it "
         "(Authorization: Bearer <token>, or X-API-Key as the ors-sdk client sends)",
+    )
+    default_environment: str | None = Field(
+        default=None,
+        description="the environment of requests that name none (by path, env_name or "
+        "X-Deployment); unset: the only one served, and on a server of several such a "
+        "request is a 400 listing them",
     )
     max_sessions: int = Field(default=1000, gt=0, description="live sessions; past it 503")
     max_starting: int = Field(
@@ -133,14 +144,16 @@ class Settings(BaseSettings):
     sandbox_api: bool = Field(
         default=False, description="serve the openreward sandbox API (/create_sandbox, /run ...)"
     )
-    sandbox_tokens: list[SecretStr] = Field(
+    sandbox_tokens: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=list,
-        description="client tokens, one per client, accepted like ORSBOX_TOKEN; "
-        "the sandbox API needs at least one token (these or ORSBOX_TOKEN)",
+        description="client tokens, one per client, accepted like ORSBOX_TOKEN (a JSON list "
+        "or separated by commas); the sandbox API needs at least one token (these or "
+        "ORSBOX_TOKEN)",
     )
-    sandbox_images: list[str] = Field(
+    sandbox_images: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["orsbox/*"],
-        description="image patterns (fnmatch) a client may ask for; default: orsbox's own",
+        description="image patterns (fnmatch) a client may ask for, a JSON list or "
+        "separated by commas; default: orsbox's own",
     )
     image_map: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -255,6 +268,12 @@ class Settings(BaseSettings):
             return None
         return parse_size(value if isinstance(value, int) else str(value))
 
+    @field_validator("sandbox_images", "sandbox_tokens", mode="before")
+    @classmethod
+    def _a_list(cls, value: Any, info: ValidationInfo) -> Any:
+        """A JSON list, or items separated by commas (`a,b`, as a shell writes them)."""
+        return text_list(value, f"ORSBOX_{str(info.field_name).upper()}")
+
     @field_validator("image_map", mode="before")
     @classmethod
     def _image_rules(cls, value: Any) -> Any:
@@ -273,6 +292,26 @@ class Settings(BaseSettings):
         if self.backend_file is not None:
             self.backend = load_config_file(self.backend_file)
         return self
+
+
+def text_list(value: Any, variable: str) -> Any:
+    """`value` as a list when it is text: a JSON list (`["a", "b"]`), or items separated
+    by commas (`a, b`); a malformed JSON list is an error naming `variable`."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"{variable}: not a JSON list ({e.msg}); give a JSON list such as "
+                f'["a", "b"], or items separated by commas: a,b'
+            ) from None
+        if not isinstance(parsed, list) or not all(isinstance(i, str) for i in parsed):
+            raise ValueError(f"{variable}: a JSON list of strings, or items separated by commas")
+        return parsed
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _default_cell() -> str:

@@ -63,10 +63,10 @@ async def test_a_pinging_client_keeps_its_session_through_a_long_turn() -> None:
     sid = await _start(manager)
     for _ in range(180):
         clock.now += 10
-        manager.get(sid, ping=True)
+        manager.get(sid, owner=None, ping=True)
         assert manager.idle_sessions() == {}
     assert manager.live()[0].idle_for(clock.now) == pytest.approx(1800)
-    manager.get(sid)  # the model's next call comes
+    manager.get(sid, owner=None)  # the model's next call comes
     assert manager.live()[0].idle_for(clock.now) == 0
     await manager.close_all()
 
@@ -76,7 +76,7 @@ async def test_a_client_that_stops_pinging_loses_its_session_a_lease_later() -> 
     clock = ManualClock()
     manager = await _manager(clock)
     sid = await _start(manager)
-    manager.get(sid, ping=True)  # the client's first ping, right after /create
+    manager.get(sid, owner=None, ping=True)  # the client's first ping, right after /create
     clock.now += LEASE_S
     assert manager.idle_sessions() == {}  # a lease is not over at its last second
     clock.now += 0.5
@@ -84,7 +84,7 @@ async def test_a_client_that_stops_pinging_loses_its_session_a_lease_later() -> 
     assert await manager.reap() == {sid: "lease"}
     assert len(manager) == 0
     with pytest.raises(Exception, match="reaped"):
-        manager.get(sid)
+        manager.get(sid, owner=None)
 
 
 @pytest.mark.anyio
@@ -94,7 +94,7 @@ async def test_a_client_that_never_pings_keeps_the_inactivity_timeout() -> None:
     sid = await _start(manager)
     clock.now += LEASE_S * 10
     assert manager.idle_sessions() == {}
-    manager.get(sid)  # a request, not a ping
+    manager.get(sid, owner=None)  # a request, not a ping
     clock.now += TIMEOUT_S + 1
     assert manager.idle_sessions() == {sid: "inactivity"}
     await manager.close_all()
@@ -105,7 +105,7 @@ async def test_a_call_in_flight_is_never_reaped() -> None:
     clock = ManualClock()
     manager = await _manager(clock)
     sid = await _start(manager)
-    manager.get(sid, ping=True)
+    manager.get(sid, owner=None, ping=True)
     session = manager.live()[0]
     with session.in_call():
         clock.now += TIMEOUT_S * 2
@@ -120,7 +120,7 @@ async def test_a_lease_of_zero_is_off() -> None:
     clock = ManualClock()
     manager = await _manager(clock, session_lease_s=0)
     sid = await _start(manager)
-    manager.get(sid, ping=True)
+    manager.get(sid, owner=None, ping=True)
     clock.now += TIMEOUT_S - 1
     assert manager.idle_sessions() == {}
     clock.now += 2

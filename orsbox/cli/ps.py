@@ -74,14 +74,18 @@ def usage_cells(cpu_s: float | None, peak_memory_bytes: int | None) -> tuple[str
 def ps() -> None:
     """List orsbox sandbox containers.
 
-    Shows each one's environment, session, owning server (pid, and whether it still
-    runs), status, age, and the CPU time and peak memory it has used so far."""
+    Shows each one's environment, session, the client it counts against (a sandbox of
+    the sandbox API: the token's name, `sandbox-token-0` for the first of
+    ORSBOX_SANDBOX_TOKENS, also when an environment of that client's session created
+    it), owning server (pid, and whether it still runs), status, age, and the CPU time
+    and peak memory it has used so far."""
     sandboxes = all_sandboxes(with_usage=True)
     if not sandboxes:
         out.print("No orsbox containers.")
         return
     table = Table(
-        "NAME", "ENVIRONMENT", "SESSION", "SERVER", "OWNER", "STATUS", "AGE", "CPU", "PEAK MEM"
+        *("NAME", "ENVIRONMENT", "SESSION", "CLIENT", "SERVER", "OWNER", "STATUS", "AGE"),
+        *("CPU", "PEAK MEM"),
     )
     for listed in sandboxes:
         s, usage = listed.info, listed.usage
@@ -90,6 +94,7 @@ def ps() -> None:
             s.name,
             labels.get("orsbox.environment", "-"),
             s.session_id[:16] or "-",
+            labels.get("orsbox.client", "-"),
             f"{s.server_id or '-'} (pid {'?' if s.owner_pid is None else s.owner_pid})",
             s.owner,
             s.status,

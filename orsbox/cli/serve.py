@@ -15,6 +15,7 @@ from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
 from orsbox.monitoring.logs import LOG_FORMATS
 from orsbox.sandbox.sizes import parse_size
+from orsbox.server.owners import Owners
 from orsbox.server.sandbox_api.session_url import advertise
 from orsbox.settings import Settings
 
@@ -65,10 +66,11 @@ def serve(
     """Serve ORS environments over HTTP (Python and manifest environments side by side).
 
     Without arguments, serves every bundled environment (math, coding, swe, terminal),
-    building the sandbox images they need first. The first environment served (math,
-    without arguments) is the default for requests that name none: by path
-    (/coding/tools), `env_name` in /create, or the X-Deployment header (the openreward
-    client's and TRL's way)."""
+    building the sandbox images they need first. Requests name their environment by
+    path (/coding/tools), `env_name` in /create, or the X-Deployment header (the
+    openreward client's and TRL's way); one that names none reaches the only
+    environment served, or ORSBOX_DEFAULT_ENVIRONMENT, and is otherwise a 400 listing
+    them."""
     from orsbox.cli.build import ensure_images
     from orsbox.serving import serve as run_server
     from orsbox.targets import resolve_targets
@@ -112,8 +114,10 @@ def advertise_sandbox_api(settings: Settings) -> None:
     (`OPENREWARD_SESSION_URL`, unless the operator set it: `session_url`)."""
     if advertise(settings) is None:
         return
-    # For environments whose client sent no key to hand on (ors-sdk sends no secrets):
-    # `AsyncOpenReward(api_key=None)` falls back to this one.
-    tokens = [t for t in (settings.token, *settings.sandbox_tokens) if t is not None]
-    if tokens:
-        os.environ.setdefault("OPENREWARD_API_KEY", tokens[0].get_secret_value())
+    # Each session of an openreward environment is handed a key of its own in its
+    # secrets (`orsbox.server.owners`); an environment that makes its client without it,
+    # `AsyncOpenReward(api_key=None)`, falls back to this one: the server's key, whose
+    # sandboxes are counted apart from every client token's.
+    key = Owners.from_settings(settings).server_key
+    if key is not None:
+        os.environ.setdefault("OPENREWARD_API_KEY", key)

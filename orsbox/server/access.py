@@ -9,6 +9,11 @@ A browser cannot send a header, so the status page (`/`, `/ui/...`, read-only GE
 takes the token once as `?token=`: the answer is a redirect to the same page without
 it that sets a cookie derived from the token (an HMAC, never the token itself; HttpOnly,
 SameSite=Strict), and the cookie opens the status page — only the status page — after.
+
+A session's key (`orsbox.server.owners`: what an environment's own openreward client
+presents), and the server's key, open only `key_paths`, the sandbox API's, and a
+session's only while its session lives; on `/ping` and `/delete_session`, which ORS
+sessions share with it, only for a sandbox id (`key_prefix`).
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ import hashlib
 import hmac
 import json
 from http.cookies import SimpleCookie
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from orsbox.server.owners import Owners
 
 OPEN_PATHS = frozenset({"/health"})
 UI_COOKIE = "orsbox_ui"
@@ -41,7 +50,9 @@ def presented_token(headers: list[tuple[bytes, bytes]]) -> bytes | None:
 
 
 class TokenMiddleware:
-    """`token` and each of `more` (the sandbox API's client tokens) are accepted alike."""
+    """`token` and each of `more` (the sandbox API's client tokens) are accepted alike;
+    a key of `owners` (a live session's, the server's) on `key_paths` only, and on
+    `shared_paths` for an `X-Session-ID` starting with `key_prefix`."""
 
     def __init__(
         self,
@@ -49,10 +60,18 @@ class TokenMiddleware:
         token: str | None,
         more: tuple[str, ...] = (),
         open_paths: frozenset[str] = OPEN_PATHS,
+        owners: Owners | None = None,
+        key_paths: frozenset[str] = frozenset(),
+        shared_paths: frozenset[str] = frozenset(),
+        key_prefix: bytes = b"",
     ) -> None:
         self.app = app
         self.tokens = [t.encode() for t in (token, *more) if t]
         self.open_paths = open_paths
+        self.owners = owners
+        self.key_paths = key_paths
+        self.shared_paths = shared_paths
+        self.key_prefix = key_prefix
         self.ui_cookie = ui_cookie_value(self.tokens[0]) if self.tokens else b""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -60,7 +79,7 @@ class TokenMiddleware:
             await self.app(scope, receive, send)
             return
         given = presented_token(scope["headers"])
-        if given is not None and self._valid(given):
+        if given is not None and (self._valid(given) or self._session_key(scope, given)):
             await self.app(scope, receive, send)
             return
         if is_status_page(scope):
@@ -80,6 +99,18 @@ class TokenMiddleware:
 
     def _valid(self, given: bytes) -> bool:
         return bool(given) and any(hmac.compare_digest(given, t) for t in self.tokens)
+
+    def _session_key(self, scope: Scope, given: bytes) -> bool:
+        if self.owners is None:
+            return False
+        path = scope["path"]
+        if path in self.shared_paths:
+            sid = dict(scope["headers"]).get(b"x-session-id", b"").strip()
+            if not sid.startswith(self.key_prefix):
+                return False
+        elif path not in self.key_paths:
+            return False
+        return self.owners.key_owner(given) is not None
 
     async def _set_cookie_and_return(self, scope: Scope, send: Send) -> None:
         cookie = f"{UI_COOKIE}={self.ui_cookie.decode()}; HttpOnly; SameSite=Strict; Path=/"

@@ -37,7 +37,7 @@ from orsbox.sandbox.image_cache import ImageCachingBackend
 from orsbox.sandbox.pool import WarmPool
 from orsbox.sandbox.setup_snapshots import SetupSnapshots
 from orsbox.server.access import OPEN_PATHS, TokenMiddleware
-from orsbox.server.catalog import Catalog
+from orsbox.server.catalog import DEFAULT_SETTING, Catalog
 from orsbox.server.collector import watch_collector
 from orsbox.server.errors import install_error_handlers
 from orsbox.server.fast_path import CallFastPath
@@ -45,6 +45,7 @@ from orsbox.server.health import HealthProbe
 from orsbox.server.middleware import BodyLimitMiddleware, ClientCompatMiddleware
 from orsbox.server.observer import Observer
 from orsbox.server.openapi import install_openapi
+from orsbox.server.owners import Owners
 from orsbox.server.policy import check_policy, check_sandbox_api
 from orsbox.server.routes import (
     calls,
@@ -55,7 +56,9 @@ from orsbox.server.routes import (
     sessions,
     status,
 )
+from orsbox.server.routes.sandboxes import SANDBOX_PATHS, SHARED_PATHS
 from orsbox.server.sandbox_api import SandboxManager
+from orsbox.server.sandbox_api.manager import SANDBOX_ID_PREFIX
 from orsbox.server.sandbox_api.session_url import log_client_url, log_session_url
 from orsbox.server.secrets import LIVE_SECRETS, install_log_redaction
 from orsbox.server.sessions import SessionManager
@@ -76,20 +79,26 @@ def create_app(
     `clock`: what the sessions' and sandboxes' timeouts, the reapers and the warm pool
     read the time from (`orsbox.clock`; tests move a `ManualClock`)."""
     settings = settings or Settings()
-    cat = Catalog(environments)
+    cat = Catalog(environments, default=settings.default_environment)
     if sandbox_backend is None:
         sandbox_backend = _default_backend(environments, settings, clock)
     check_policy(environments, settings, sandbox_backend)
     check_sandbox_api(settings)
     observer = Observer.from_settings(settings)
+    owners = Owners.from_settings(settings)  # who each request is (its token)
     # Every sandbox the server starts, a session's or the sandbox API's, goes through
     # this one metered backend, so the start metrics count them all.
     cached = _with_image_cache(sandbox_backend, settings)
     metered = MeteredBackend(cached, observer.metrics) if cached is not None else None
     manager = SessionManager(
-        settings, _context_extras(sandbox_backend, settings), observer=observer, clock=clock
+        settings,
+        _context_extras(sandbox_backend, settings),
+        observer=observer,
+        clock=clock,
+        owners=owners,
     )
     manager.sandbox_backend = metered
+    manager.catalog = cat  # binds sessions whose /create named no environment
     registry = CallRegistry(linger_s=settings.result_linger_s, clock=clock)
     sandbox_api = None
     if settings.sandbox_api and metered is not None:
@@ -111,10 +120,10 @@ def create_app(
         if sandbox_api is not None:
             background.append(asyncio.create_task(sandbox_api.reap_forever()))
         log.info(
-            "serving %s (default: %s, for requests naming no environment by path, "
-            "env_name or X-Deployment)",
+            "serving %s (default, for requests naming no environment by path, env_name or "
+            "X-Deployment: %s)",
             ", ".join(cat.names),
-            cat.default,
+            cat.default or f"none, such a request is a 400; {DEFAULT_SETTING} sets one",
         )
         log_client_url(settings)
         log_session_url(settings)
@@ -136,6 +145,7 @@ def create_app(
     app.state.settings = settings
     app.state.catalog = cat
     app.state.sessions = manager
+    app.state.owners = owners
     app.state.calls = registry
     app.state.sandbox_api = sandbox_api
     app.state.health = HealthProbe(sandbox_backend, clock)
@@ -153,7 +163,12 @@ def create_app(
     tokens = [t.get_secret_value() for t in (settings.token, *settings.sandbox_tokens) if t]
     install_openapi(app, cat.names, token_required=bool(tokens))
     app.add_middleware(
-        CallFastPath, catalog=cat, sessions=manager, calls=registry, settings=settings
+        CallFastPath,
+        catalog=cat,
+        sessions=manager,
+        calls=registry,
+        settings=settings,
+        owners=owners,
     )  # innermost: every other middleware runs first
     app.add_middleware(ClientCompatMiddleware, catalog=cat)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
@@ -161,7 +176,14 @@ def create_app(
         LIVE_SECRETS.add({f"token{i}": SecretStr(t) for i, t in enumerate(tokens)})  # ?token=
         open_paths = OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set())
         app.add_middleware(
-            TokenMiddleware, token=tokens[0], more=tuple(tokens[1:]), open_paths=open_paths
+            TokenMiddleware,
+            token=tokens[0],
+            more=tuple(tokens[1:]),
+            open_paths=open_paths,
+            owners=owners,  # the keys environments' openreward clients present
+            key_paths=SANDBOX_PATHS if sandbox_api is not None else frozenset(),
+            shared_paths=SHARED_PATHS if sandbox_api is not None else frozenset(),
+            key_prefix=SANDBOX_ID_PREFIX.encode(),
         )
     return app
 

@@ -4,8 +4,13 @@ Names are matched case-insensitively. Which environment a request means (`resolv
 the one its path (or `/create`'s `env_name`) names; else the one its `X-Deployment`
 header names (the `openreward` client, and so TRL's adapter, calls bare paths such as
 `/tools` and `/call` and names the environment only there, as `NAME` or `owner/NAME`);
-else the default, the first served. Splits and indices are checked here so every
-endpoint answers a bad one the same way.
+else the default. A server of one environment defaults to it; a server of several has a
+default only when the operator named one (`ORSBOX_DEFAULT_ENVIRONMENT`), and otherwise
+answers a request that names no environment with a 400 listing them (`NoEnvironmentNamed`):
+never some environment the client did not ask for. TRL's adapter without `env_name`
+sends `X-Deployment: env` ("any name: a single-environment server"), which is read as
+naming none. Splits and indices are checked here so every endpoint answers a bad one
+the same way.
 """
 
 from __future__ import annotations
@@ -18,14 +23,30 @@ from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest, NotFound
 from orsbox.protocol.types import JSONObject, Split
 
+# What TRL's adapter sends as `X-Deployment` without `env_name` (trl 1.16.0: "self-hosted
+# single-env URL, pass any name"): it names no environment.
+PLACEHOLDER_DEPLOYMENT = "env"
+DEFAULT_SETTING = "ORSBOX_DEFAULT_ENVIRONMENT"
+
 
 class Catalog:
-    def __init__(self, environments: Sequence[type[Environment]]) -> None:
+    """`default`: the environment for requests that name none (the operator's
+    `ORSBOX_DEFAULT_ENVIRONMENT`); without it, the only one served, or none."""
+
+    def __init__(
+        self, environments: Sequence[type[Environment]], default: str | None = None
+    ) -> None:
         if not environments:
             raise ValueError("a server needs at least one environment")
         self._envs: dict[str, type[Environment]] = {}
         for env_cls in environments:
             self._add(env_cls)
+        self._default = None if default is None else default.strip().lower() or None
+        if self._default is not None and self._default not in self._envs:
+            raise ValueError(
+                f"{DEFAULT_SETTING}={default!r} is not served here; environments: "
+                f"{', '.join(self.names)}"
+            )
 
     def _add(self, env_cls: type[Environment]) -> None:
         if not (inspect.isclass(env_cls) and issubclass(env_cls, Environment)):
@@ -42,8 +63,17 @@ class Catalog:
         return list(self._envs)
 
     @property
-    def default(self) -> str:
-        return self.names[0]
+    def default(self) -> str | None:
+        """The environment of requests that name none; None on a server of several
+        without an explicit default."""
+        if self._default is not None:
+            return self._default
+        return self.names[0] if len(self._envs) == 1 else None
+
+    def _the_default(self) -> str:
+        if self.default is None:
+            raise NoEnvironmentNamed(self.names)
+        return self.default
 
     def resolve(self, named: str | None, deployment: str | None, *, variant: bool = False) -> str:
         """The served environment a request means: `named` by its path or body, else
@@ -58,6 +88,8 @@ class Catalog:
         client) the header is its deployment's name even when an environment here has
         that name too: `environments.get("math", variant="coding")` means coding."""
         wanted = deployment_environment(deployment)
+        if wanted == PLACEHOLDER_DEPLOYMENT and wanted not in self._envs:
+            wanted = ""  # TRL's adapter without env_name: names none
         if named is not None:
             key, _ = self.get(named)
             if not variant and wanted and wanted in self._envs and wanted != key:
@@ -68,7 +100,7 @@ class Catalog:
                 )
             return key
         if not wanted:
-            return self.default
+            return self._the_default()
         if wanted not in self._envs:
             raise NotFound(
                 f"X-Deployment {deployment!r} names no environment served here; "
@@ -77,7 +109,7 @@ class Catalog:
         return wanted
 
     def get(self, name: str | None) -> tuple[str, type[Environment]]:
-        key = (name or self.default).lower()
+        key = (name or self._the_default()).lower()
         env_cls = self._envs.get(key)
         if env_cls is None:
             raise NotFound(f"unknown environment {name!r}; environments: {', '.join(self.names)}")
@@ -121,6 +153,19 @@ class Catalog:
             return list(await call_user(env_cls.get_task_range, split, start, stop))
         except IndexError as e:
             raise BadRequest(f"invalid range {start}:{stop} for split {split!r}") from e
+
+
+class NoEnvironmentNamed(BadRequest):
+    """A request that names no environment, on a server of several without a default."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(
+            f"this server serves several environments and the request names none; name "
+            f"one of: {', '.join(names)} (env_name in /create, the path /NAME/..., or the "
+            f"X-Deployment header; the ors-sdk client names it with "
+            f"session(task=env.get_task(split, index))), or the operator sets "
+            f"{DEFAULT_SETTING}"
+        )
 
 
 def deployment_environment(header: str | None) -> str:

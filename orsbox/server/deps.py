@@ -12,6 +12,7 @@ from fastapi import Depends, Header, Request
 from orsbox.errors import BadRequest
 from orsbox.protocol.calls import CallRegistry
 from orsbox.server.catalog import Catalog
+from orsbox.server.owners import Owners
 from orsbox.server.sessions import SessionManager
 from orsbox.settings import Settings
 
@@ -32,6 +33,13 @@ async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
+async def get_owner(request: Request) -> str:
+    """The client that sent the request (`orsbox.server.owners`): it sees and ends only
+    its own sessions and sandboxes."""
+    owners: Owners = request.app.state.owners
+    return owners.of(request.scope["headers"])
+
+
 async def session_id(x_session_id: Annotated[str | None, Header()] = None) -> str:
     sid = (x_session_id or "").strip()
     if not sid:
@@ -44,3 +52,4 @@ SessionsDep = Annotated[SessionManager, Depends(get_sessions)]
 CallsDep = Annotated[CallRegistry, Depends(get_calls)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionIdDep = Annotated[str, Depends(session_id)]
+OwnerDep = Annotated[str, Depends(get_owner)]

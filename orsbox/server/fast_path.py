@@ -4,9 +4,9 @@ A tool call is the request an RL run makes thousands of times per episode. Profi
 a trivial tool, FastAPI's routing and dependency solving were about half of the
 server's CPU per call. This plain ASGI middleware, the innermost one (so access checks,
 the body limit and bare-path routing have already run), answers `POST /{env}/call`
-itself when the call can simply start: a known environment, a ready session, a JSON
-body that is a valid `ToolCall` without `task_id`. It then does exactly what the route
-does (`orsbox.server.routes.calls.call`).
+itself when the call can simply start: a known environment, a ready session of the
+asking client and of that environment, a JSON body that is a valid `ToolCall` without
+`task_id`. It then does exactly what the route does (`orsbox.server.routes.calls.call`).
 
 Anything else — a missing header, bad JSON, an unknown environment or session, a
 session still in setup, a reconnect — goes on to the FastAPI app with the body
@@ -27,6 +27,7 @@ from orsbox.protocol.types import ToolCall
 from orsbox.server.catalog import Catalog
 from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.middleware import header
+from orsbox.server.owners import Owners
 from orsbox.server.routes.calls import renders_reason, run_call
 from orsbox.server.sessions import Session, SessionManager
 from orsbox.settings import Settings
@@ -42,12 +43,14 @@ class CallFastPath:
         sessions: SessionManager,
         calls: CallRegistry,
         settings: Settings,
+        owners: Owners,
     ) -> None:
         self.app = app
         self.catalog = catalog
         self.sessions = sessions
         self.calls = calls
         self.settings = settings
+        self.owners = owners
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not _is_call(scope):
@@ -72,16 +75,17 @@ class CallFastPath:
         call = _tool_call(messages, header(scope, b"content-type"))
         if not sid or call is None or call.task_id is not None:
             return None
-        session = self._ready_session(scope["path"][1 : -len(CALL_SUFFIX)], sid)
+        owner = self.owners.of(scope["headers"])
+        session = self._ready_session(scope["path"][1 : -len(CALL_SUFFIX)], sid, owner)
         if session is None:
             return None
         own_labels = renders_reason(header(scope, b"user-agent"))
         return self.calls.start(sid, lambda: run_call(session, call, labels_reasons=own_labels))
 
-    def _ready_session(self, env_name: str, sid: str) -> Session | None:
+    def _ready_session(self, env_name: str, sid: str, owner: str) -> Session | None:
         try:
-            self.catalog.get(env_name)
-            session = self.sessions.get(sid)
+            name, _ = self.catalog.get(env_name)
+            session = self.sessions.get(sid, owner=owner, env=name)
         except OrsboxError:
             return None
         if session.closed or not session.ready.is_set() or session.error is not None:

@@ -27,13 +27,14 @@ from orsbox.errors import BadRequest, ServiceUnavailable
 from orsbox.server.sessions import SessionManager
 
 
-async def fork(sessions: SessionManager, sid: str, n: int) -> list[str]:
-    """Start `n` sessions from session `sid`'s files; return their ids."""
+async def fork(sessions: SessionManager, sid: str, n: int, *, owner: str) -> list[str]:
+    """Start `n` sessions from session `sid`'s files; return their ids. The source must
+    be `owner`'s (another client's answers as an unknown one), and so are the new ones."""
     settings = sessions.settings
     if not 1 <= n <= settings.max_fork:
         raise BadRequest(f"n must be between 1 and {settings.max_fork} (max_fork), not {n}")
-    source = sessions.get(sid)
-    env = await sessions.environment(sid)
+    source = sessions.get(sid, owner=owner)
+    env = await sessions.environment(sid, owner=owner)
     if not isinstance(env, ContainerEnvironment):
         raise BadRequest(f"session {sid!r} has no sandbox to fork ({source.env_name})")
     if len(sessions) + n > settings.max_sessions:
@@ -55,6 +56,7 @@ async def fork(sessions: SessionManager, sid: str, n: int) -> list[str]:
                 source.secrets,
                 source.toolset,
                 start_from=shared,
+                owner=source.owner,
             )
             created.append(new_sid)
     except BaseException:

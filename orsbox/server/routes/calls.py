@@ -19,7 +19,14 @@ from orsbox.protocol.reasons import Reason, labelled
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import RunToolError, RunToolSuccess, ToolCall
 from orsbox.server.clients import is_openreward
-from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
+from orsbox.server.deps import (
+    CallsDep,
+    CatalogDep,
+    OwnerDep,
+    SessionIdDep,
+    SessionsDep,
+    SettingsDep,
+)
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.observer import CallWatch
 from orsbox.server.openapi import SSE, errors
@@ -96,10 +103,13 @@ async def call(
     sessions: SessionsDep,
     calls: CallsDep,
     settings: SettingsDep,
+    owner: OwnerDep,
     user_agent: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> EventStreamResponse:
-    catalog.get(env_name)
-    session = await sessions.ready(sid)
+    """The path must name the session's environment (400 naming both otherwise);
+    another client's session, a reconnect by `task_id` included, is a 404."""
+    name, _ = catalog.get(env_name)
+    session = await sessions.ready(sid, owner=owner, env=name)
     own_labels = renders_reason(user_agent or "")
     run = lambda: run_call(session, body, labels_reasons=own_labels)  # noqa: E731
     return detached_stream(calls, sid, body.task_id, run, settings.keepalive_s, sessions.clock)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orsbox.errors import BadRequest
 from orsbox.server import forks
-from orsbox.server.deps import CatalogDep, SessionIdDep, SessionsDep
+from orsbox.server.deps import CatalogDep, OwnerDep, SessionIdDep, SessionsDep
 from orsbox.server.openapi import errors
 from orsbox.server.warming import warm_spec
 
@@ -52,9 +52,12 @@ class WarmAnswer(BaseModel):
 
 
 @router.post("/fork", responses=errors(400, 404, 410, 500, 503))
-async def fork(sid: SessionIdDep, sessions: SessionsDep, body: ForkRequest) -> ForkAnswer:
-    """Start `n` new sessions from this session's current files (orsbox's extension)."""
-    return ForkAnswer(sids=await forks.fork(sessions, sid, body.n))
+async def fork(
+    sid: SessionIdDep, sessions: SessionsDep, owner: OwnerDep, body: ForkRequest
+) -> ForkAnswer:
+    """Start `n` new sessions from this session's current files (orsbox's extension),
+    the asking client's, as the source is."""
+    return ForkAnswer(sids=await forks.fork(sessions, sid, body.n, owner=owner))
 
 
 @router.post("/warm", responses=errors(400, 404, 500))

@@ -18,10 +18,10 @@ from fastapi.responses import JSONResponse, Response
 from orsbox.errors import BadRequest, Misdirected, OrsboxError, SandboxError
 from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
-from orsbox.server.access import presented_token
 from orsbox.server.deps import CallsDep, SessionIdDep, SettingsDep
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
+from orsbox.server.owners import Owners
 from orsbox.server.policy import (
     check_backend_network,
     check_sandbox_image,
@@ -29,7 +29,7 @@ from orsbox.server.policy import (
     image_mapping,
 )
 from orsbox.server.sandbox_api import files
-from orsbox.server.sandbox_api.manager import ApiSandbox, SandboxManager, owner_of
+from orsbox.server.sandbox_api.manager import ApiSandbox, SandboxManager
 from orsbox.server.sandbox_api.request import NetworkPolicy, RunRequest, SandboxRequest, truthy
 from orsbox.settings import Settings
 
@@ -44,7 +44,10 @@ def manager_of(request: Request) -> SandboxManager:
 
 
 def owner(request: Request) -> str:
-    return owner_of(presented_token(request.scope["headers"]))
+    """The client asking (`orsbox.server.owners`): a token's name, or the client of the
+    session whose environment presents the session's key."""
+    owners: Owners = request.app.state.owners
+    return owners.of(request.scope["headers"])
 
 
 # -- create ---------------------------------------------------------------------------
@@ -244,3 +247,9 @@ async def delete_sandbox(request: Request, sid: str) -> JSONResponse:
         return JSONResponse({"sid": sid})
     await manager.delete(sid)
     return JSONResponse({"sid": sid})
+
+
+# What a session's key (and the server's) opens (`orsbox.server.access.TokenMiddleware`):
+# these routes, and the two ORS shares for sandbox ids.
+SANDBOX_PATHS = frozenset(getattr(route, "path", "") for route in router.routes)
+SHARED_PATHS = frozenset({"/ping", "/delete_session"})

@@ -19,7 +19,14 @@ from orsbox.errors import NotFound
 from orsbox.protocol.calls import Event
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import GroupScore, ScoreGroup, ScoreGroupOutput
-from orsbox.server.deps import CallsDep, CatalogDep, SessionIdDep, SessionsDep, SettingsDep
+from orsbox.server.deps import (
+    CallsDep,
+    CatalogDep,
+    OwnerDep,
+    SessionIdDep,
+    SessionsDep,
+    SettingsDep,
+)
 from orsbox.server.event_stream import EventStreamResponse, detached_stream
 from orsbox.server.openapi import SSE, errors
 from orsbox.server.secrets import LIVE_SECRETS
@@ -71,9 +78,10 @@ async def score_group(
     sessions: SessionsDep,
     calls: CallsDep,
     settings: SettingsDep,
+    owner: OwnerDep,
 ) -> EventStreamResponse:
     name, _ = catalog.get(env_name)
-    session = await sessions.ready(sid)
+    session = await sessions.ready(sid, owner=owner, env=name)
     if session.env is None or not session.env.supports_score_group():
         raise NotFound(f"environment {name!r} does not implement score_group")
     run = lambda: run_scoring(session, body)  # noqa: E731

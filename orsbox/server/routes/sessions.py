@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse
 
-from orsbox.authoring import Environment
 from orsbox.authoring.user_code import call_user
 from orsbox.errors import BadRequest
 from orsbox.protocol.types import (
@@ -18,13 +17,14 @@ from orsbox.protocol.types import (
     SessionId,
     Status,
 )
+from orsbox.server.catalog import Catalog, NoEnvironmentNamed
 from orsbox.server.clients import is_openreward
-from orsbox.server.deps import CatalogDep, SessionIdDep, SessionsDep
+from orsbox.server.deps import CatalogDep, OwnerDep, SessionIdDep, SessionsDep
 from orsbox.server.event_stream import EventStreamResponse
 from orsbox.server.openapi import SSE, errors
 from orsbox.server.routes import sandboxes
 from orsbox.server.secrets import merge_secrets
-from orsbox.server.sessions import SessionManager
+from orsbox.server.sessions import SessionManager, check_toolset
 
 router = APIRouter()
 SESSION_ERRORS = errors(400, 404, 410, 500, 503)  # no session, deleted, setup failed/running
@@ -57,60 +57,75 @@ async def create(
     sid: SessionIdDep,
     catalog: CatalogDep,
     sessions: SessionsDep,
+    owner: OwnerDep,
     body: Annotated[CreateSession | None, Body()] = None,
     x_secrets: Annotated[str | None, Header()] = None,
     x_deployment: Annotated[str | None, Header()] = None,
     user_agent: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> SessionId:
     """The environment: `env_name`, else the one `X-Deployment` names (the openreward
-    client's only mention of it), else the default (`Catalog.resolve`)."""
+    client's only mention of it), else the default (`Catalog.resolve`): the only one
+    served, or the operator's `ORSBOX_DEFAULT_ENVIRONMENT`. On a server of several
+    without one, none: the session's first request names it by its path (the ors-sdk
+    client's way: `/ENV/prompt`, `/ENV/call`), and its setup starts then. The session
+    belongs to the client creating it."""
     if body is None:
         raise BadRequest("body must give either task_spec or split and index")
+    secrets = merge_secrets(body.secrets, x_secrets)
     variant = is_openreward(user_agent)
-    name, env_cls = catalog.get(catalog.resolve(body.env_name, x_deployment, variant=variant))
-    _check_toolset(name, env_cls, body.toolset_name)
+    try:
+        name, env_cls = catalog.get(catalog.resolve(body.env_name, x_deployment, variant=variant))
+    except NoEnvironmentNamed:  # bound by the session's first request (`SessionManager`)
+        if body.split is not None:
+            await _check_split_anywhere(catalog, body.split)
+        sessions.create_unbound(
+            sid, body.task_spec, body.split, body.index, secrets, body.toolset_name, owner=owner
+        )
+        return SessionId(sid=sid)
+    check_toolset(name, env_cls, body.toolset_name)
     if body.task_spec is not None:
         task_spec = body.task_spec
     else:
         assert body.split is not None and body.index is not None
         task_spec = await catalog.task(env_cls, body.split, body.index)
-    secrets = merge_secrets(body.secrets, x_secrets)
-    sessions.create(sid, name, env_cls, task_spec, secrets, body.toolset_name)
+    sessions.create(sid, name, env_cls, task_spec, secrets, body.toolset_name, owner=owner)
     return SessionId(sid=sid)
 
 
-def _check_toolset(name: str, env_cls: type[Environment], toolset: str | None) -> None:
-    if toolset is None:
-        return
-    offered = env_cls.toolsets_offered()
-    if toolset in offered:
-        return
-    choices = f"toolsets: {', '.join(offered)}" if offered else "it offers no toolsets"
-    raise BadRequest(f"unknown toolset {toolset!r} for environment {name!r}; {choices}")
+async def _check_split_anywhere(catalog: Catalog, split: str) -> None:
+    """400 at once for a split no served environment has (what the session's first
+    request would find, whichever environment it names)."""
+    for name in catalog.names:
+        if split in [s.name for s in await catalog.splits(catalog.get(name)[1])]:
+            return
+    raise BadRequest(f"unknown split {split!r}: no environment served here has it")
 
 
 @router.post("/ping", responses=errors(400, 404, 410, 413, 500))
-async def ping(request: Request, sid: SessionIdDep, sessions: SessionsDep) -> Any:
+async def ping(request: Request, sid: SessionIdDep, sessions: SessionsDep, owner: OwnerDep) -> Any:
     if _is_api_sandbox(request, sid):
         return await sandboxes.ping_sandbox(request, sid)
-    sessions.check_not_failed(sessions.get(sid, ping=True))  # renews its lease
+    sessions.ping(sid, owner=owner)  # renews its lease
     return Status(status="ok")
 
 
 @router.post("/delete", responses=errors(400, 413))
-async def delete(sid: SessionIdDep, sessions: SessionsDep) -> SessionId:
-    """Idempotent: 200 for any id, so client cleanup never masks an earlier error."""
-    await sessions.delete(sid)
+async def delete(sid: SessionIdDep, sessions: SessionsDep, owner: OwnerDep) -> SessionId:
+    """Idempotent: 200 for any id, so client cleanup never masks an earlier error; another
+    client's session is left alone, as an unknown id is."""
+    await sessions.delete(sid, owner=owner)
     return SessionId(sid=sid)
 
 
 @router.post("/delete_session", responses=errors(400, 413))
-async def delete_session(request: Request, sid: SessionIdDep, sessions: SessionsDep) -> Any:
+async def delete_session(
+    request: Request, sid: SessionIdDep, sessions: SessionsDep, owner: OwnerDep
+) -> Any:
     """Ends an ORS session, or a sandbox of the sandbox API (the openreward client
     stops a sandbox this way)."""
     if _is_api_sandbox(request, sid):
         return await sandboxes.delete_sandbox(request, sid)
-    await sessions.delete(sid)
+    await sessions.delete(sid, owner=owner)
     return SessionId(sid=sid)
 
 
@@ -121,41 +136,40 @@ def _is_api_sandbox(request: Request, sid: str) -> bool:
 
 @router.get("/{env_name}/prompt", responses=SESSION_ERRORS)
 async def prompt(
-    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
+    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep, owner: OwnerDep
 ) -> Blocks:
-    """The path's environment must exist but is not checked against the session's,
-    as the spec says; the session decides."""
-    catalog.get(env_name)
-    env = await sessions.environment(sid)
+    """The path must name the session's environment (400 naming both otherwise)."""
+    name, _ = catalog.get(env_name)
+    env = await sessions.environment(sid, owner=owner, env=name)
     blocks = await call_user(env.get_prompt)
-    _prompt_served(sessions, sid, blocks)
+    _prompt_served(sessions, sid, owner, blocks)
     return blocks
 
 
 @router.get("/{env_name}/messages", responses=SESSION_ERRORS)
 async def messages(
-    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
+    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep, owner: OwnerDep
 ) -> list[Message]:
     """The prompt as role/blocks messages (`Environment.messages`)."""
-    catalog.get(env_name)
-    env = await sessions.environment(sid)
+    name, _ = catalog.get(env_name)
+    env = await sessions.environment(sid, owner=owner, env=name)
     found = list(await call_user(env.messages))
-    _prompt_served(sessions, sid, found)
+    _prompt_served(sessions, sid, owner, found)
     return found
 
 
-def _prompt_served(sessions: SessionManager, sid: str, prompt: Any) -> None:
+def _prompt_served(sessions: SessionManager, sid: str, owner: str, prompt: Any) -> None:
     """Record the prompt as the agent got it (the episode record keeps the first)."""
-    session = sessions.get(sid)
+    session = sessions.get(sid, owner=owner)
     session.observer.prompt_served(session, prompt)
 
 
 @router.get("/{env_name}/task_tools", responses=SESSION_ERRORS)
 async def task_tools(
-    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep
+    env_name: str, sid: SessionIdDep, catalog: CatalogDep, sessions: SessionsDep, owner: OwnerDep
 ) -> ListToolsOutput:
-    catalog.get(env_name)
-    env = await sessions.environment(sid)
+    name, _ = catalog.get(env_name)
+    env = await sessions.environment(sid, owner=owner, env=name)
     shared = env.list_tools()
     specific = (await call_user(env.list_task_tools)).tools
     return ListToolsOutput(

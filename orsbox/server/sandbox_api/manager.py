@@ -5,10 +5,12 @@ Life of one:
     /create_sandbox ──► starting ──started──► ready ──/delete_session, idle, shutdown──► gone
                             └──start failed──► failed ─────────────┘
 
-Each belongs to the client (token) that created it: another client asking for its id
-gets the same 404 as for an id that never existed. Requests during the start wait for
-it at most `setup_wait_s`, then get 503 with `X-Backend-State: starting`; requests for
-a deleted, reaped or dead sandbox get 410. A sandbox no request named for
+Each belongs to the client that created it (`orsbox.server.owners`: a token, or the
+client of the session whose environment asked for it): another client asking for its
+id gets the same 404 as for an id that never existed, also once it is gone. Requests
+during the start wait for it at most `setup_wait_s`, then get 503 with
+`X-Backend-State: starting`; its owner's requests for a deleted, reaped or dead sandbox
+get 410. A sandbox no request named for
 `sandbox_timeout_s` (and with no command running) is removed. Each client may hold at
 most `sandbox_max_per_client` live sandboxes (past it, 403). Idleness and the reaper's
 pace read the manager's clock (`orsbox.clock`), which a test may move by hand.
@@ -17,7 +19,6 @@ pace read the manager's clock (`orsbox.clock`), which a test may move by hand.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -41,11 +42,6 @@ log = logging.getLogger("orsbox.sandbox_api")
 
 SANDBOX_ID_PREFIX = "sbx-"
 REMEMBERED_GONE = 10_000
-
-
-def owner_of(token: bytes | None) -> str:
-    """A client's identity: a digest of its token, never the token itself."""
-    return hashlib.sha256(token or b"").hexdigest()[:16]
 
 
 @dataclass(eq=False)
@@ -89,7 +85,7 @@ class SandboxManager:
         self.observer = observer or Observer.unattached()
         self.images = ImageMap.parse(settings.image_map)
         self._live: dict[str, ApiSandbox] = {}
-        self._gone: OrderedDict[str, str] = OrderedDict()  # id -> why, for 410s
+        self._gone: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> owner, why
 
     def __len__(self) -> int:
         return len(self._live)
@@ -121,10 +117,10 @@ class SandboxManager:
                 f"{self.settings.max_sessions}); retry later",
                 headers={"Retry-After": str(self.settings.capacity_retry_after_s)},
             )
-        held = sum(1 for b in self._live.values() if b.owner == owner)
+        held = self.held(owner)
         if held >= self.settings.sandbox_max_per_client:
             raise Forbidden(
-                f"this client holds {held} sandboxes, the most allowed "
+                f"this client ({owner}) holds {held} sandboxes, the most allowed "
                 f"(ORSBOX_SANDBOX_MAX_PER_CLIENT={self.settings.sandbox_max_per_client}); "
                 "stop one first"
             )
@@ -149,9 +145,14 @@ class SandboxManager:
             box.touch()
             return box
         check_owned(sid, self.settings.cell, "sandbox")
-        if sid in self._gone and box is None:
-            raise Gone(f"sandbox {sid!r} is gone: {self._gone[sid]}")
+        gone = self._gone.get(sid)
+        if box is None and gone is not None and gone[0] == owner:
+            raise Gone(f"sandbox {sid!r} is gone: {gone[1]}")
         raise NotFound(f"no sandbox {sid!r} for this client")
+
+    def held(self, owner: str) -> int:
+        """Live sandboxes of client `owner` (what `sandbox_max_per_client` caps)."""
+        return sum(1 for b in self._live.values() if b.owner == owner)
 
     async def running(self, owner: str, sid: str) -> tuple[ApiSandbox, Sandbox]:
         """The sandbox once started: 503 (starting) after `setup_wait_s`, 410 when it
@@ -177,7 +178,7 @@ class SandboxManager:
         box = self._live.pop(sid, None)
         if box is None:
             return False
-        self._gone[sid] = why
+        self._gone[sid] = (box.owner, why)
         while len(self._gone) > REMEMBERED_GONE:
             self._gone.popitem(last=False)
         if box.start_task is not None and not box.start_task.done():
