@@ -80,11 +80,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="module")
 def protocol_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One real server per test module, with short timeouts that tests can observe."""
+    """One real server per test module, with short timeouts that tests can observe. Its
+    operator named the default environment, so requests naming none (bare paths, a
+    `/create` without `env_name`) reach `protocol`; tests/test_owners.py serves the
+    same two environments without one."""
     tmp = tmp_path_factory.mktemp("server")
     server = start_server(
         PROTOCOL_ENVS,
         tmp,
+        default_environment="protocol",
         session_timeout_s=4,
         reap_interval_s=0.5,
         setup_wait_s=1.5,

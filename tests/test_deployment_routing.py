@@ -1,8 +1,7 @@
 """`X-Deployment` routing against a real server with two environments: bare paths go to
 the environment the header names (`NAME` or `owner/NAME`), an unknown name is a 404
 listing the served ones (never the default), a header naming one environment beside a
-path naming another is a 400, and a request with neither is a 400 listing them (the
-server has no default environment). Driven
+path naming another is a 400, and a request with neither reaches the default. Driven
 by raw HTTP and by the `openreward` client, which names the environment only there."""
 
 from __future__ import annotations
@@ -49,13 +48,11 @@ def test_bare_paths_reach_the_environment_the_header_names(
     assert task == {"task": {"n": 1}, "env_name": "second_env"}
 
 
-def test_without_a_header_bare_paths_name_no_environment(protocol_server: LiveServer) -> None:
-    """Two environments and no default set by the operator: a 400 listing them, never
-    one the client did not name (issue 48; tests/test_owners.py has the rest)."""
-    for deployment in (None, "", "env"):  # "env": TRL's adapter without env_name
-        answer = get(protocol_server, "/tools", deployment)
-        assert answer.status_code == 400, deployment
-        assert f"names none; name one of: {SERVED}" in answer.json()["detail"]
+def test_without_a_header_bare_paths_reach_the_default(protocol_server: LiveServer) -> None:
+    assert get(protocol_server, "/tools").json() == get(protocol_server, "/protocol/tools").json()
+    assert (
+        get(protocol_server, "/tools", "").json() == get(protocol_server, "/protocol/tools").json()
+    )
 
 
 def test_a_header_naming_nothing_served_is_404_never_the_default(

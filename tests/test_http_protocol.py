@@ -479,7 +479,7 @@ def test_shutdown_tears_down_every_session(tmp) -> None:
     from tests.conftest import PROTOCOL_ENVS
     from tests.servers import start_server
 
-    server = start_server(PROTOCOL_ENVS, tmp)
+    server = start_server(PROTOCOL_ENVS, tmp, default_environment="protocol")
     logs = [tmp / f"teardown-{i}.log" for i in range(3)]
     for log in logs:
         new_session(server, teardown_log=str(log))

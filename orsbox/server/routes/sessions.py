@@ -76,8 +76,8 @@ async def create(
     try:
         name, env_cls = catalog.get(catalog.resolve(body.env_name, x_deployment, variant=variant))
     except NoEnvironmentNamed:  # bound by the session's first request (`SessionManager`)
-        if body.split is not None:
-            await _check_split_anywhere(catalog, body.split)
+        if body.split is not None and body.index is not None:
+            await _check_task_anywhere(catalog, body.split, body.index)
         sessions.create_unbound(
             sid, body.task_spec, body.split, body.index, secrets, body.toolset_name, owner=owner
         )
@@ -92,13 +92,21 @@ async def create(
     return SessionId(sid=sid)
 
 
-async def _check_split_anywhere(catalog: Catalog, split: str) -> None:
-    """400 at once for a split no served environment has (what the session's first
-    request would find, whichever environment it names)."""
+async def _check_task_anywhere(catalog: Catalog, split: str, index: int) -> None:
+    """400 at once when no served environment has task `index` of `split` (what the
+    session's first request would find, whichever environment it names)."""
+    errors: list[str] = []
     for name in catalog.names:
-        if split in [s.name for s in await catalog.splits(catalog.get(name)[1])]:
+        _, env_cls = catalog.get(name)
+        if split not in [s.name for s in await catalog.splits(env_cls)]:
+            continue
+        try:
+            await catalog.task(env_cls, split, index)
             return
-    raise BadRequest(f"unknown split {split!r}: no environment served here has it")
+        except BadRequest as e:
+            errors.append(f"{name}: {e}")
+    found = "; ".join(errors) or f"unknown split {split!r}"
+    raise BadRequest(f"no environment served here has this task ({found})")
 
 
 @router.post("/ping", responses=errors(400, 404, 410, 413, 500))
