@@ -13,7 +13,7 @@ import pytest
 from openreward import AsyncOpenReward
 from openreward.api.errors import SessionTerminatedError
 
-from tests.sandbox_api.conftest import TOKEN_A, api_server_settings, sandbox_settings
+from tests.sandbox_api.conftest import TOKEN_A, TOKEN_B, api_server_settings, sandbox_settings
 from tests.sandbox_api.test_policy import post
 from tests.servers import LiveServer, start_server
 from tests.waiting import poll_until
@@ -114,3 +114,8 @@ async def test_a_sandbox_killed_under_its_client_is_410(
             await box.run("true")
         status, answer = post(api_server.url, "/ping", {}, TOKEN_A, box.sid)
         assert status == 410 and "gone" in answer
+        # to another client, the same 404 as an id that never existed (issue 48)
+        unknown = box.sid[:-12] + "0" * 12
+        theirs = post(api_server.url, "/ping", {}, TOKEN_B, box.sid)
+        never = post(api_server.url, "/ping", {}, TOKEN_B, unknown)
+        assert theirs == (404, never[1].replace(unknown, box.sid))

@@ -14,7 +14,7 @@ from openreward.api.environments.types import GroupCandidate, Message, TextBlock
 from openreward.api.errors import ScoreGroupUnsupported
 from ors.client import ORS
 
-from tests.sandbox_api.conftest import TOKEN_A, api_server_settings
+from tests.sandbox_api.conftest import TOKEN_A, TOKEN_B, api_server_settings
 from tests.servers import LiveServer, start_server
 
 TARGETS = [
@@ -122,3 +122,33 @@ def test_a_150kb_write_tool_call(client: OpenReward) -> None:
         digest = session.call_tool("bash", {"command": "sha256sum < /tmp/big.txt"})
     assert len(content) > 150_000
     assert digest.blocks[0].text.split()[0] == hashlib.sha256(content.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("token", [TOKEN_A, TOKEN_B], ids=["token-a", "token-b"])
+def test_sandboxes_count_against_the_client_of_the_session(
+    token: str,
+    env_server: LiveServer,
+    docker_client: docker.DockerClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The environment's sandbox is its session's client's, whichever client plays it:
+    ors-sdk sends no key to hand on, the openreward client its own; each session is
+    handed a key of its own (issue 48: ors-sdk's sessions under token B counted to A)."""
+    client_name = "sandbox-token-0" if token == TOKEN_A else "sandbox-token-1"
+    monkeypatch.setenv("OPENREWARD_SESSION_URL", env_server.url)
+    with (
+        ORS(base_url=env_server.url, api_key=token) as ors,
+        ors.environment("linecount").session(split="test", index=0) as session,
+    ):
+        assert session.call_tool("bash", {"command": "echo hi"}).blocks[0].text.strip() == "hi"
+        [box] = api_sandboxes(docker_client, env_server)
+        assert box["Labels"]["orsbox.client"] == client_name
+    client = OpenReward(api_key=token)
+    try:
+        with client.environments.get("linecount").session(split="train", index=0) as session:
+            assert "OPENREWARD" not in session.call_tool("bash", {"command": "env"}).blocks[0].text
+            [box] = api_sandboxes(docker_client, env_server)
+            assert box["Labels"]["orsbox.client"] == client_name
+    finally:
+        client.environments.close()
+    assert api_sandboxes(docker_client, env_server) == []
