@@ -8,7 +8,10 @@
 # with which dockerd deletes the host's docker0 and breaks the main engine's networks;
 # no iptables: runsc sandboxes get no network anyway),
 # then loads the images the runsc tests need from the main engine (docker save | load),
-# skipping any it already holds. Idempotent. Prints nothing on success; the socket is
+# skipping any it already holds or the main engine lacks. Its bridge does no NAT
+# (`ip-masq: false`), so image builds on this engine reach no network: `orsbox serve
+# --engine` builds missing images on the main engine and copies them in (docs/gvisor.md).
+# Idempotent. Prints nothing on success; the socket is
 # $ORSBOX_RUNSC_SOCKET (default /var/run/orsbox-runsc.sock). Stop it with
 # `kill $(cat $ORSBOX_RUNSC_PIDFILE)`, then `ip link del $ORSBOX_RUNSC_BRIDGE`.
 #
@@ -85,7 +88,13 @@ JSON
 fi
 
 for image in $IMAGES; do
-    wanted="$(docker image inspect --format '{{.Id}}' "$image")"
+    # On a fresh machine the main engine may hold none yet (or not answer): nothing to
+    # copy, and `orsbox serve --engine ...` builds what it needs there and copies it in.
+    wanted="$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
+    if [ -z "$wanted" ]; then
+        echo "start-runsc-engine: $image is not on the main engine; not copied" >&2
+        continue
+    fi
     have="$(DOCKER_HOST="$HOST" docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
     if [ "$wanted" != "$have" ]; then
         docker save "$image" | DOCKER_HOST="$HOST" docker load -q >/dev/null

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -84,11 +85,16 @@ def all_recipes(
 
 
 async def run_plan(
-    images: ImageStore, plan: Sequence[ImageRecipe], *, keep_going: bool = False
+    images: ImageStore,
+    plan: Sequence[ImageRecipe],
+    *,
+    keep_going: bool = False,
+    offline: str | None = None,
 ) -> dict[str, str]:
     """Build `plan` in order, one spinner per image showing its latest build line. A
     failed build ends the command, or (`keep_going`: a dataset whose other tasks can
-    still be served) is printed and returned as {tag: error}."""
+    still be served) is printed and returned as {tag: error}. `offline`: why this
+    engine's builds reach no network, which a failure's last line then names."""
     failed: dict[str, str] = {}
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
@@ -102,12 +108,26 @@ async def run_plan(
             if error is not None:
                 if not keep_going:
                     progress.stop()
-                    console.print(error)
+                    console.print(escape(error))
+                    if offline is not None:
+                        why = escape(offline_failure(recipe.tag, offline))
+                        console.print(f"[red]error:[/red] {why}", soft_wrap=True)
                     raise typer.Exit(1)
                 failed[recipe.tag] = error
     for error in failed.values():
         console.print(f"[red]error:[/red] {escape(error)}")
     return failed
+
+
+def offline_failure(tag: str, offline: str) -> str:
+    """The one line that says why `tag` could not be built on an engine whose builds
+    reach no network (`offline`), and what to do."""
+    return (
+        f"{tag} could not be built: {offline}, and no local engine answers to build it on "
+        "and copy it from (DOCKER_HOST, else unix:///var/run/docker.sock): start one (bash "
+        "scripts/start-docker.sh) and run this again, or load the image into this engine "
+        "(docker save IMAGE | DOCKER_HOST=ENGINE docker load)"
+    )
 
 
 async def _step(
@@ -132,27 +152,42 @@ def ensure_images(
     environments: Sequence[type[Environment]], config: BackendConfig | None = None
 ) -> None:
     """Build the images these environments need that are missing (and their parents), on
-    the engine of `config` (None: the configured backend's): where their sandboxes run."""
+    the engine of `config` (None: the configured backend's): where their sandboxes run.
+    An engine whose builds reach no network (a private gVisor engine:
+    `ImageStore.offline_builds`) gets them built on the local engine and copied in."""
     wanted = needed_images(environments)
+    config = config or backend_config()
     if wanted and engine_answers(required=False, config=config):
-        on_images(lambda images: _ensure(images, environments, wanted), config)
+        on_images(lambda images: _ensure(images, environments, wanted, config), config)
 
 
 async def _ensure(
-    images: ImageStore, environments: Sequence[type[Environment]], wanted: list[str]
+    images: ImageStore,
+    environments: Sequence[type[Environment]],
+    wanted: list[str],
+    config: BackendConfig,
 ) -> None:
     recipes = all_recipes(environments)
     there = await present(images, [*wanted, *(r.tag for r in recipes), *_bases(recipes)])
     plan = build_plan(wanted, recipes, there.__contains__)
+    # an environment that serves without some of its images says so (Harbor's tasks)
+    hooks = [getattr(e, "image_build_failed", None) for e in environments]
+    tolerant = [hook for hook in hooks if callable(hook)]
+    failed: dict[str, str] = {}
     if plan:
-        console.print(f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}")
-        # an environment that serves without some of its images says so (Harbor's tasks)
-        hooks = [getattr(e, "image_build_failed", None) for e in environments]
-        tolerant = [hook for hook in hooks if callable(hook)]
-        failed = await run_plan(images, plan, keep_going=bool(tolerant))
-        for hook in tolerant:
-            for tag, error in failed.items():
-                hook(tag, error)
+        offline = await images.offline_builds()
+        builder = config.builder() if offline else None
+        if offline is not None and builder is not None:
+            missing = [tag for tag in wanted if tag not in there]
+            failed = await _build_elsewhere(images, builder, offline, missing, recipes, tolerant)
+        else:
+            console.print(
+                f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}"
+            )
+            failed = await run_plan(images, plan, keep_going=bool(tolerant), offline=offline)
+    for hook in tolerant:
+        for tag, error in failed.items():
+            hook(tag, error)
     known = {r.tag for r in recipes}
     for tag in wanted:
         if tag not in known and not await images.has(tag):
@@ -162,6 +197,59 @@ async def _ensure(
                 "map it onto an image you have (--image-map NAME=IMAGE; a Harbor task "
                 "with environment/Dockerfile: --build-missing)"
             )
+
+
+async def _build_elsewhere(
+    images: ImageStore,
+    builder: BackendConfig,
+    offline: str,
+    missing: list[str],
+    recipes: Sequence[ImageRecipe],
+    tolerant: list[Callable[[str, str], None]],
+) -> dict[str, str]:
+    """The `missing` images built (where missing there too) on the engine of `builder`
+    and copied into `images`' engine, whose own builds reach no network (`offline`
+    says why). Without an engine to build on, they are built in place after all (a
+    recipe may need no network), a failure naming the cause."""
+    from orsbox.sandbox.config import create_backend
+
+    backend = create_backend(builder)
+    try:
+        why = await backend.health()
+        if why is not None:
+            plan = build_plan(
+                missing, recipes, (await present(images, _bases(recipes))).__contains__
+            )
+            console.print(
+                f"[yellow]warning:[/yellow] {offline}, and no engine to build on answers "
+                f"({why}): building {len(plan)} missing image(s) there all the same",
+                soft_wrap=True,
+            )
+            return await run_plan(images, plan, keep_going=bool(tolerant), offline=offline)
+        source = backend.images
+        found = await present(source, [*missing, *(r.tag for r in recipes), *_bases(recipes)])
+        plan = build_plan(missing, recipes, found.__contains__)
+        where = getattr(builder, "engine", None) or "the local engine"
+        console.print(f"{offline}: the images are built on {where} and copied in.", soft_wrap=True)
+        failed: dict[str, str] = {}
+        if plan:
+            console.print(
+                f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}"
+            )
+            failed = await run_plan(source, plan, keep_going=bool(tolerant))
+        copied = [tag for tag in missing if tag not in failed and await source.has(tag)]
+        if copied:
+            with console.status(f"copying {', '.join(copied)} into the sandboxes' engine"):
+                started = time.monotonic()
+                try:
+                    await images.copy_from(source, copied)
+                except OrsboxError as e:
+                    console.print(f"[red]error:[/red] {escape(str(e))}")
+                    raise typer.Exit(1) from None
+            console.print(f"Copied {', '.join(copied)} in {time.monotonic() - started:.0f} s.")
+        return failed
+    finally:
+        await backend.close()
 
 
 def _bases(recipes: Iterable[ImageRecipe]) -> list[str | None]:

@@ -66,6 +66,12 @@ class BackendConfig(ConfigModel):
         cannot work (say, an engine address it cannot use), at startup."""
         raise NotImplementedError(f"{type(self).__name__}.create")
 
+    def builder(self) -> BackendConfig | None:
+        """Another backend to build this one's missing images on, when this one's own
+        builds reach no network (`ImageStore.offline_builds`), for copying them here
+        after; None: none."""
+        return None
+
     def unreachable(self, error: Exception) -> EngineCheck:
         """`orsbox doctor`'s answer, with a fix, when the backend cannot be made or does
         not answer (`error`)."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orsbox.errors import ImageNotFound
+from orsbox.errors import ImageNotFound, SandboxError
 
 BASE_IMAGE = "orsbox/base:latest"  # what sandboxes run in unless an environment says
 LOCAL_DEBIAN = "orsbox/debian:bookworm"  # made without a registry (make-local-base.sh)
@@ -101,6 +101,15 @@ class ImageStore(abc.ABC):
     @abc.abstractmethod
     async def read_folder(self, ref: str, path: str) -> bytes:
         """A tar of folder `path` in the image, read without running anything of it."""
+
+    async def offline_builds(self) -> str | None:
+        """Why this store's builds reach no network (a sentence naming the engine), or
+        None when nothing says so; the caller may then build elsewhere and `copy_from`."""
+        return None
+
+    async def copy_from(self, source: ImageStore, refs: Sequence[str]) -> None:
+        """Copy images `refs` from `source`, another store of the same kind."""
+        raise SandboxError(f"{type(self).__name__} cannot copy images from another store")
 
     async def size(self, ref: str) -> int:
         """The bytes the image takes on disk (layers it shares with others included);

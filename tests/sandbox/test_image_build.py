@@ -65,3 +65,27 @@ def test_a_failed_build_says_why_and_leaves_no_image(
     assert image_exists(docker_client, made[0])  # the base image is kept
     assert not image_exists(docker_client, made[1])
     assert not image_exists(docker_client, tag)
+
+
+@pytest.mark.docker
+def test_a_build_that_reaches_no_network_says_so_first(
+    docker_client: docker.DockerClient, base_image: str, tmp_path: Path
+) -> None:
+    """Issue 50: apt on an engine whose builds reach no network ends with exit code 100
+    at a package it cannot find, lines after what went wrong; the error's first line
+    names the cause (here a build given no network at all)."""
+    token = uuid.uuid4().hex  # no build cache can answer this step
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {base_image}\nUSER root\n"
+        f"RUN echo {token} && apt-get update && apt-get install -y --no-install-recommends less\n"
+    )
+    tag = f"orsbox-test/offline-build:{token[:12]}"
+    dockerfile = tmp_path / "Dockerfile"
+    recipe = ImageRecipe(tag, tmp_path, dockerfile, origin="a test", network_mode="none")
+    with pytest.raises(ImageBuildError) as raised:
+        build_image(docker_client, recipe, lambda line: None)
+    headline, *tail = str(raised.value).splitlines()
+    assert headline.startswith(f"building {tag} (a test) failed: its steps reached no network")
+    assert "Temporary failure resolving '" in headline, headline  # apt's mirror
+    assert "returned a non-zero code: 100" in tail[-1], tail
+    assert not image_exists(docker_client, tag)

@@ -101,6 +101,14 @@ class DockerConfig(BackendConfig):
 
         return DockerBackend(server_id, config=self, start_concurrency=start_concurrency)
 
+    def builder(self) -> DockerConfig | None:
+        """The local engine (DOCKER_HOST, else the local socket) when this config names
+        another: a private gVisor engine's builds reach no network (docs/gvisor.md)."""
+        local = os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
+        if self.engine is None or self.engine == local:
+            return None
+        return DockerConfig(engine=local)
+
     def unreachable(self, error: Exception) -> EngineCheck:
         where = self.engine or os.environ.get("DOCKER_HOST") or DEFAULT_ENGINE
         fix = "start one with `bash scripts/start-docker.sh` (it installs docker.io if needed)"

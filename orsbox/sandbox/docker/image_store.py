@@ -17,6 +17,7 @@ from orsbox.sandbox.images import BuildLog, ImageInfo, ImageRecipe, ImageStore
 
 PULL_READ_TIMEOUT_S = 600.0  # a pull may print nothing this long (a big layer extracting)
 BUILD_READ_TIMEOUT_S = 300.0  # calls around a build (removing a failed build's images)
+LOAD_READ_TIMEOUT_S = 600.0  # a load answers once its layers are in (843 MB: 20-50 s)
 
 
 class DockerImages(ImageStore):
@@ -45,6 +46,29 @@ class DockerImages(ImageStore):
                 return docker_images.build_image(client, recipe, log)
 
         return await anyio.to_thread.run_sync(build)
+
+    async def offline_builds(self) -> str | None:
+        return await self.engine.run(
+            "inspect the default bridge",
+            docker_images.offline_builds,
+            self.engine.client,
+            self.engine.address or "DOCKER_HOST",
+        )
+
+    async def copy_from(self, source: ImageStore, refs: Sequence[str]) -> None:
+        """`docker save | docker load` from `source`'s engine, streamed."""
+        if not isinstance(source, DockerImages):
+            await super().copy_from(source, refs)
+            return
+
+        def copy() -> None:
+            with (
+                source.engine.patient_client(LOAD_READ_TIMEOUT_S) as sender,
+                self.engine.patient_client(LOAD_READ_TIMEOUT_S) as receiver,
+            ):
+                docker_images.copy_images(sender, receiver, list(refs))
+
+        await anyio.to_thread.run_sync(copy)
 
     async def make_local_base(self, log: BuildLog) -> None:
         make = functools.partial(docker_images.make_local_debian, log, self.engine.address)

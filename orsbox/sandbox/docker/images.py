@@ -1,4 +1,5 @@
-"""The Docker engine's images: is one present, pull, build, and reading files out of one.
+"""The Docker engine's images: is one present, pull, build, copy one between engines, and
+reading files out of one.
 
 Images are built from Dockerfiles that take their parent as `ARG BASE_IMAGE` (an
 `ImageRecipe`, `orsbox.sandbox.images`, names both), through the engine's build API so no
@@ -23,13 +24,23 @@ import docker
 import docker.errors
 
 from orsbox.errors import ImageBuildError, SandboxError
-from orsbox.sandbox.docker.engine import read_archive, translated
+from orsbox.sandbox.docker.engine import read_archive, request_helpers, translated
 from orsbox.sandbox.images import BASE_IMAGE, BUILD_TIMEOUT_S, LOCAL_DEBIAN, BuildLog, ImageRecipe
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
 BUILD_SCRIPT = SCRIPTS / "build-images.sh"
 LOCAL_BASE_SCRIPT = SCRIPTS / "make-local-base.sh"
 BUILD_QUIET_S = 900  # a build step may print nothing for this long (a compile, a download)
+COPY_CHUNK_BYTES = 1 << 20
+# The default bridge's NAT (the engine's `ip-masq`): a build's RUN steps run on it
+MASQUERADE_OPTION = "com.docker.network.bridge.enable_ip_masquerade"
+# What a build step prints when it reaches no network: apt's, pip's (urllib3's), curl's,
+# wget's and getaddrinfo's words for it
+NETWORK_FAILURE = re.compile(
+    r"Temporary failure (resolving|in name resolution)|Could not resolve|Name or service "
+    r"not known|Failed to establish a new connection|Network is unreachable|unable to "
+    r"resolve host"
+)
 
 
 def has_image(client: docker.DockerClient, reference: str) -> bool:
@@ -121,8 +132,9 @@ def build_image(client: docker.DockerClient, recipe: ImageRecipe, log: BuildLog)
                     )
                 if "error" in chunk:
                     output.feed("\n" + str(chunk["error"]))
+                    tail = output.last_lines()
                     raise ImageBuildError(
-                        f"building {recipe.tag} ({recipe.origin}) failed:\n{output.last_lines()}"
+                        f"building {recipe.tag} ({recipe.origin}) failed{output.why()}:\n{tail}"
                     )
                 output.feed(str(chunk.get("stream", "")))
     except BaseException:
@@ -148,6 +160,7 @@ class BuildOutput:
         self.made: list[str] = []
         self._partial = ""
         self._step_ran = False
+        self.network_failure: str | None = None  # the first line saying no network
 
     def feed(self, text: str) -> None:
         *lines, self._partial = (self._partial + text).split("\n")
@@ -160,6 +173,14 @@ class BuildOutput:
             self._partial = ""
         return "\n".join(self.tail)
 
+    def why(self) -> str:
+        """What the output says made the build fail, as a clause (empty when nothing
+        does): its steps reaching no network, with the first line that said so (apt
+        itself then fails later, at a package it could not find, exit code 100)."""
+        if self.network_failure is None:
+            return ""
+        return f": its steps reached no network ({self.network_failure!r})"
+
     def _line(self, raw: str) -> None:
         line = ANSI_ESCAPE.sub("", raw).rsplit("\r", 1)[-1].rstrip()
         if not line.strip():
@@ -170,6 +191,8 @@ class BuildOutput:
             if self._step_ran:
                 self.made.append(made.group(1))
             self._step_ran = False
+        elif self.network_failure is None and NETWORK_FAILURE.search(line):
+            self.network_failure = line.strip()[:200]
         self.tail.append(line)
         self.log(line)
 
@@ -180,6 +203,49 @@ def remove_images(client: docker.DockerClient, images: list[str]) -> None:
     for image in reversed(images):
         with contextlib.suppress(docker.errors.APIError):
             client.api.remove_image(image, force=False, noprune=True)
+
+
+def offline_builds(client: docker.DockerClient, address: str) -> str | None:
+    """Why the build steps of the engine at `address` reach no network, or None when
+    nothing says so. A classic build's RUN steps run on the engine's default bridge, so
+    with that bridge doing no NAT (`"ip-masq": false`, as the private engines of
+    scripts/start-runsc-engine.sh and orsbox.cluster run with `"iptables": false`: a
+    second dockerd must leave the host's iptables to the first) their packets leave
+    with a private source address no answer comes back to: no DNS, no apt, no pip."""
+    try:
+        bridge = client.api.inspect_network("bridge")
+    except docker.errors.APIError:  # no network of that name (Podman's is `podman`)
+        return None
+    options = bridge.get("Options") or {}
+    if options.get(MASQUERADE_OPTION) != "false":
+        return None
+    name = options.get("com.docker.network.bridge.name") or "bridge"
+    return (
+        f"build steps on the engine at {address} reach no network: its default bridge "
+        f"({name}) does no NAT (the engine runs with ip-masq false, as "
+        "scripts/start-runsc-engine.sh starts it)"
+    )
+
+
+def copy_images(
+    source: docker.DockerClient, target: docker.DockerClient, images: list[str]
+) -> None:
+    """`docker save IMAGES | docker load` between two engines, streamed (one archive, so
+    the layers the images share go once); failures as `SandboxError`."""
+    helpers = request_helpers(source.api)
+    with translated(f"save {', '.join(images)}"):
+        response = helpers._get(helpers._url("/images/get"), params={"names": images}, stream=True)
+    with contextlib.closing(response):
+        with translated(f"save {', '.join(images)}"):
+            helpers._raise_for_status(response)
+        archive = response.iter_content(COPY_CHUNK_BYTES, decode_unicode=False)
+        with translated(f"load {', '.join(images)}"):
+            for event in target.api.load_image(archive, quiet=True):
+                if "error" in event:
+                    raise SandboxError(f"load {', '.join(images)}: {event['error']}")
+    missing = [image for image in images if not image_exists(target, image)]
+    if missing:
+        raise SandboxError(f"load {', '.join(images)}: {', '.join(missing)} not there after")
 
 
 def make_local_debian(log: BuildLog, address: str | None = None) -> None:
