@@ -183,27 +183,28 @@ def backend_setting(runtime: str) -> str:
     return json.dumps(config)
 
 
-def load_images(images: Sequence[str]) -> None:
-    """Copy `images` from the main engine into every private engine that answers (one
-    `docker save`, loaded by each at once: an 843 MB image costs an engine 20-50 s
-    here), as the start scripts copy orsbox/base; an engine that holds the same image
-    already is skipped (one that does not answer: its tests skip or fail, naming it).
-    A user there builds them with `orsbox build --engine`; a copy is that build's
-    result in a fraction of its time."""
+def load_images(images: Sequence[str], runtimes: Sequence[str] | None = None) -> None:
+    """Copy `images` from the main engine into the private engines of `runtimes` (None:
+    every one) that answer (one `docker save`, loaded by each at once: an 843 MB image
+    costs an engine 20-50 s here), as the start scripts copy orsbox/base; an engine that
+    holds the same image already is skipped (one that does not answer: its tests skip
+    or fail, naming it). `orsbox serve --engine` copies what it needs the same way
+    (tests/adversarial/test_gvisor_from_nothing.py)."""
     for image in images:
         wanted = _image_id(None, image)
         missing = [
             address
-            for address in _answering()
+            for address in _answering(runtimes)
             if _image_id(address, image) not in (wanted, wanted.removeprefix("sha256:"))
         ]
         if missing:
             _copy(image, missing)
 
 
-def _answering() -> list[str]:
-    """The addresses of the private engines that answer."""
-    return [ENGINES[r] for r in ENGINES if ENGINE_CHECKS[r][0]() is None]
+def _answering(runtimes: Sequence[str] | None = None) -> list[str]:
+    """The addresses of the private engines (of `runtimes`; None: all) that answer."""
+    chosen = ENGINES if runtimes is None else runtimes
+    return [ENGINES[r] for r in chosen if ENGINE_CHECKS[r][0]() is None]
 
 
 def _copy(image: str, engines: Sequence[str]) -> None:

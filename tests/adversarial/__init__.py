@@ -89,4 +89,8 @@ ITEMS: dict[str, list[str]] = {
         "tests/test_secrets.py::test_secrets_leaked_by_careless_code_are_redacted",
         "tests/test_secrets.py::test_secrets_never_appear_in_the_log",
     ],
+    "gVisor from an empty engine: examples, then hostile calls with /health asked": [
+        "tests/adversarial/test_gvisor_from_nothing.py::test_each_bundled_example_plays_to_its_reward",
+        "tests/adversarial/test_gvisor_from_nothing.py::test_hostile_calls_with_health_answering",
+    ],
 }

@@ -23,3 +23,11 @@ class Seeded(Hostile):
     """An image with content in /workspace: the bounded folder must still hold it."""
 
     image = SEEDED_IMAGE
+
+
+class Roomy(Hostile):
+    """Hostile with 512 MiB and 512 pids (tests/adversarial/test_gvisor_bombs.py's
+    limits): room for a fork bomb under gVisor to end at RLIMIT_NPROC and leave the
+    sandbox (with 256 MiB the bomb's own gVisor memory may end it first)."""
+
+    limits = SandboxLimits(memory_bytes=512 * MIB, pids=512, cpus=1.0, disk_bytes=32 * MIB)

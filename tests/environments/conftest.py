@@ -96,7 +96,7 @@ def engine_server(
     on Podman's); it leaves no container there when stopped."""
     runtime = request.param
     runtime_available(runtime)
-    load_images(BUNDLED_IMAGES)  # they stay, as the start scripts' copies do
+    load_images(BUNDLED_IMAGES, [runtime])  # they stay, as the start scripts' copies do
     server_id = f"test-{runtime}-{uuid.uuid4().hex[:12]}"
     server = start_server(
         [], tmp_path_factory.mktemp(f"bundled-{runtime}"), server_id=server_id,
