@@ -70,7 +70,10 @@ def free_bridge_cidr() -> str:
     """A /24 of 198.18.200-249 that no route of this host uses (the shared runsc
     engine's bridge is 198.18.254.1/24; a cluster's cells hash theirs)."""
     routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
-    used = [ipaddress.ip_network(w, strict=False) for w in routes.split() if "/" in w]
+    used = []
+    for word in routes.split():
+        with contextlib.suppress(ValueError):
+            used.append(ipaddress.ip_network(word, strict=False))
     for third in range(200, 250):
         net = ipaddress.ip_network(f"198.18.{third}.0/24")
         if not any(net.overlaps(other) for other in used):
