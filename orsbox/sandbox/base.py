@@ -232,10 +232,23 @@ class SandboxInfo:
 @dataclass(frozen=True)
 class KilledProcesses:
     """What `Sandbox.kill_processes_listed` killed: how many, and the command lines of
-    those running when it started (at most 100, each cut to 400 characters)."""
+    those running when it started (at most 100, each cut to 400 characters); with
+    `keep_services`, the services it left running."""
 
     count: int
     running: list[str]
+    kept: list[KeptService] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class KeptService:
+    """A process left running by `kill_processes_listed(keep_services=True)`: it holds a
+    listening TCP socket, or a process that does started it. (pid, start tick) names the
+    process unmistakably inside its sandbox."""
+
+    pid: int
+    start_tick: int
+    command: str
 
 
 class Sandbox(abc.ABC):
@@ -268,10 +281,13 @@ class Sandbox(abc.ABC):
         so nothing the agent left behind can change files or forge results while it
         runs. The sandbox stays usable; the next `shell` call gets a fresh shell."""
 
-    async def kill_processes_listed(self) -> KilledProcesses:
+    async def kill_processes_listed(self, keep_services: bool = False) -> KilledProcesses:
         """`kill_processes`, also saying which command lines were running when it
         started (the persistent shell itself aside): what a grader reports as left
-        running at submit. A backend that cannot tell lists none."""
+        running at submit. A backend that cannot tell lists none. `keep_services`: leave
+        running what holds a listening TCP socket and what it started (`KeptService`),
+        for a grader whose task's state may be a running service; a backend that cannot
+        tell kills those too."""
         return KilledProcesses(await self.kill_processes(), [])
 
     @abc.abstractmethod

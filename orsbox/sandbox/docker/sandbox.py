@@ -77,10 +77,10 @@ class DockerSandbox(GuestSandbox):
             self._layer.after_call()
         return answer
 
-    async def kill_processes_listed(self) -> KilledProcesses:
+    async def kill_processes_listed(self, keep_services: bool = False) -> KilledProcesses:
         """Also measure the writable layer now: this is what a grader runs first, and it
         must not grade a sandbox past its storage bound."""
-        killed = await super().kill_processes_listed()
+        killed = await super().kill_processes_listed(keep_services)
         if self._layer is not None and await self._layer.check() is not None:
             raise SandboxGone(self._layer.breached or "")
         return killed

@@ -101,11 +101,12 @@ class Kept:
     digest: str
 
 
-def guest_argv(sub: bool = False, kept: Kept | None = None) -> list[str]:
+def guest_argv(sub: bool = False, kept: Kept | None = None, python: str = "python3") -> list[str]:
     """The command that starts a guest: the sandbox's own (`sub=False`, the guest whose
     stdin EOF ends the sandbox) or a sub-guest as another user, which with `kept`
-    loads the main guest's copy instead of reading the payload."""
-    argv = ["python3", "-I", "-S", "-c", LOADER]
+    loads the main guest's copy instead of reading the payload. `python`: a sub-guest's
+    is the main guest's own (its real path), not what PATH finds once the agent ran."""
+    argv = [python, "-I", "-S", "-c", LOADER]
     if sub:
         argv.append("--sub")
     if kept is not None:

@@ -28,6 +28,7 @@ from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
     OUTPUT_CAP_BYTES,
     ExecResult,
+    KeptService,
     KilledProcesses,
     Sandbox,
 )
@@ -98,10 +99,14 @@ class GuestSandbox(Sandbox):
     async def kill_processes(self) -> int:
         return (await self.kill_processes_listed()).count
 
-    async def kill_processes_listed(self) -> KilledProcesses:
-        header, _ = await self._call({"op": "killall"}, b"", 30.0)
+    async def kill_processes_listed(self, keep_services: bool = False) -> KilledProcesses:
+        request: Header = (
+            {"op": "killall", "keep": "services"} if keep_services else {"op": "killall"}
+        )
+        header, _ = await self._call(request, b"", 30.0)
         running = [str(c) for c in header.get("running", [])]
-        return KilledProcesses(int(header.get("killed", 0)), running)
+        kept = [KeptService(int(p), int(t), str(c or "")) for p, t, c in header.get("kept", [])]
+        return KilledProcesses(int(header.get("killed", 0)), running, kept)
 
     async def exec(
         self,

@@ -111,6 +111,7 @@ class SubGuests:
         self._start_as = start_as
         self._demux = demux
         self._kept: Kept | None = None
+        self._python = "python3"  # the main guest's, once `keep` has said it
         self._keeping = asyncio.Lock()
         self.payloads_sent = 0  # how many sub-guests were sent the payload (for tests, bench)
 
@@ -131,7 +132,7 @@ class SubGuests:
             ) from None
 
     async def _open(self, user: str, kept: Kept | None) -> GuestChannel:
-        sock = await self._start_as(guest_argv(sub=True, kept=kept), user)
+        sock = await self._start_as(guest_argv(sub=True, kept=kept, python=self._python), user)
         channel = await greet(
             sock,
             f"{self._name}[{user}]",
@@ -154,6 +155,8 @@ class SubGuests:
                 except (ChannelClosed, TimeoutError):
                     return None
                 path = header.get("path") if header.get("ok") else None
+                if header.get("python"):
+                    self._python = str(header["python"])
                 if path:
                     self._kept = Kept(str(path), guest_payload().digest)
             return self._kept

@@ -66,6 +66,37 @@ def process_table(hold=None):
     return table
 
 
+LISTEN = "0A"  # a TCP socket's state in /proc/net/tcp: listening
+
+
+def listening_sockets():
+    """The inodes of the container's listening TCP sockets (IPv4 and IPv6)."""
+    inodes = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with suppress(OSError), open(name) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if len(fields) > 9 and fields[3] == LISTEN:
+                    inodes.add(f"socket:[{fields[9]}]")
+    return inodes
+
+
+def services(pids, table):
+    """Of `pids`, the services: those holding a listening TCP socket, and everything
+    they started (a server's workers), as a set of pids. What a grader keeps running
+    when a task's state may be a running service (a web server, sshd, a database)."""
+    sockets = listening_sockets()
+    listeners = set()
+    for pid in pids if sockets else ():
+        with suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
+                        listeners.add(pid)
+                        break
+    return {pid for pid in pids if ancestry_root(pid, table, listeners) in listeners}
+
+
 def ancestry_root(pid, table, roots):
     """The first of `roots` found walking up from pid (pid itself included), else the
     pid whose parent is 0 or 1 (an orphan's last ancestor)."""

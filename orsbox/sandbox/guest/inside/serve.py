@@ -4,6 +4,7 @@ reply framed back on stdout. `main` is what the loader calls."""
 
 import _signal as signal  # its C core (the package docstring says why)
 import os
+import sys
 import time
 from _collections import deque  # its C core (the package docstring says why)
 
@@ -11,7 +12,14 @@ from .files import FileError, read_file, untar, write_file
 from .keep import keep
 from .memory import Memory
 from .one_off import ExecCall
-from .processes import RUNNING_LISTED, command_line, kill_sweep, process_table, wait_dead
+from .processes import (
+    RUNNING_LISTED,
+    command_line,
+    kill_sweep,
+    process_table,
+    services,
+    wait_dead,
+)
 from .quiet import suppress
 from .shell import POLL_S, Shell
 from .sleep import handed_off, sleep, woken_state
@@ -147,8 +155,9 @@ class Guest:
             self.shell.restart()
             self.reply(rid, {"ok": True})
         elif op == "killall":
-            killed, running = self.kill_all()
-            self.reply(rid, {"ok": True, "killed": killed, "running": running[:RUNNING_LISTED]})
+            killed, running, kept = self.kill_all(req.get("keep") == "services")
+            answer = {"ok": True, "killed": killed, "running": running[:RUNNING_LISTED]}
+            self.reply(rid, dict(answer, kept=kept[:RUNNING_LISTED]))
         elif op == "exec":
             self.start_exec(rid, req, payload)
         elif op == "read":
@@ -162,7 +171,10 @@ class Guest:
             self.reply(rid, {"ok": True})
         elif op == "keep":
             self.kept = keep(self.payload, self.kept)
-            self.reply(rid, {"ok": True, "path": self.kept})
+            # and the python this guest runs on: a sub-guest is started with it, not with
+            # whatever `python3` the sandbox's PATH finds by then (an agent's shim)
+            python = os.path.realpath(sys.executable) if sys.executable else None
+            self.reply(rid, {"ok": True, "path": self.kept, "python": python})
         else:
             raise ValueError(f"unknown op {op!r}")
 
@@ -212,7 +224,7 @@ class Guest:
 
         return listed
 
-    def kill_all(self):
+    def kill_all(self, keep_services=False):
         """Kill every process the sandbox's user could have started: all but the
         container's own (PID 1 and what started before this guest), processes entered
         from outside (this guest, sub-guests: their parent is outside, pid 0) and this
@@ -220,22 +232,31 @@ class Guest:
         files or forge results while the grader runs. The shell starts afresh on the
         next call. A process of another user may survive (no CAP_KILL): none of the
         agent's could have changed user (no-new-privileges, no capabilities).
-        Returns how many were killed and the command lines of those found running
-        first, the idle shell aside (for the grader's reward-hacking report)."""
+        With `keep_services`, the services (`processes.services`: what holds a listening
+        TCP socket, and what it started) are left running, for a grader that guards
+        them itself (the Harbor verifier's `inside/verifier_guard.py`).
+        Returns how many were killed, the command lines of those found running first
+        (the idle shell and the kept aside: for the grader's reward-hacking report) and
+        the kept as [pid, start tick, command line]."""
         table = process_table()
         victims = self.started_here(table)
+        kept = services(victims(table), table) if keep_services else set()
+        if kept:
+            everyone = victims
+            victims = lambda table: [p for p in everyone(table) if p not in kept]  # noqa: E731
         shell, count = self.shell, 0
         idle_shell = shell.proc.pid if shell.proc is not None else None
         running = [command_line(p) for p in sorted(victims(table)) if p != idle_shell]
-        if shell.proc is not None:
+        if shell.proc is not None and shell.proc.pid not in kept:
             call = shell.call
-            count = shell.kill(call)
+            count = shell.kill(call, frozenset(kept))
             if call is not None:
                 shell.finish(None, "[orsbox: every process was killed while this command ran]")
         killed = set()  # type: set[tuple[int, int]]
         kill_sweep(victims, killed)
         wait_dead(killed)
-        return count + len(killed), [c for c in running if c is not None]
+        listed = [[p, table[p][2], command_line(p)] for p in sorted(kept)]
+        return count + len(killed), [c for c in running if c is not None], listed
 
     def start_exec(self, rid, req, stdin):
         cwd = req.get("cwd")

@@ -242,26 +242,32 @@ class Shell:
             os.close(self.out_r)
             self.out_open = False
 
-    def kill(self, call=None):
+    def kill(self, call=None, spare=frozenset()):
         """Kill bash and everything it started: its descendants, its process group, and
         what left both (a double fork that called setsid is neither in the group nor, once
         its parent is gone, a descendant): `escaped_from_shell` finds those by the mark
         in their environment and, given the running `call`, `timeout_victims` by when
-        they started."""
+        they started. `spare`: pids left running (a grader's kept services); the group is
+        then not stopped as a whole, since they may be in it."""
         proc = self.running()
         pid = proc.pid
         hold = None  # its group stopped before each pass, as in `sweep` (all of it dies)
         if proc.returncode is None:  # a reaped pid could be someone else's
             with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)  # first: a dead shell starts nothing more
-            hold = self.hold_group  # (the shell stays unreaped until the sweeps are done)
+            hold = None if spare else self.hold_group  # (unreaped until the sweeps are done)
+
+        def timed_out(table):
+            return [p for p in self.timeout_victims(table, call) if p not in spare]
+
         if call is not None:  # counted in the call's note, waited for before its reply
-            kill_sweep(lambda table: self.timeout_victims(table, call), call.killed, hold)
+            kill_sweep(timed_out, call.killed, hold)
 
         def victims(table):
             out = [p for p in table if table[p][4] == pid or ancestry_root(p, table, {pid}) == pid]
             out += escaped_from_shell(table)
-            return out + self.timeout_victims(table, call) if call is not None else out
+            out = out + timed_out(table) if call is not None else out
+            return [p for p in out if p not in spare] if spare else out
 
         killed = set()  # type: set[tuple[int, int]]
         kill_sweep(victims, killed, hold)
