@@ -10,6 +10,14 @@ episodes to look at. `orsbox episodes list --flagged` lists those with any findi
     test_writes           files the agent wrote in the tests' folders
     protected_files_changed  files that decide how the tests run (SWE: tests,
                           conftest.py, test configuration, start-up hooks)
+    verifier_plants       what the agent put where the verifier would have run it
+                          without naming it (Harbor: `$HOME/.local/bin/env`, a program
+                          shadowing the image's on PATH, sitecustomize.py, shell start-up
+                          files), each neutralised before the tests ran
+    services_kept         services left running for the tests (what held a listening
+                          TCP socket at submit): not a finding in itself
+    services              what became of them (kept; stopped when a reward file was
+                          touched; stopped before the tests)
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ class RewardHackingReport:
     reward_file_writes: list[str] = field(default_factory=list)
     test_writes: list[str] = field(default_factory=list)
     protected_files_changed: list[str] = field(default_factory=list)
+    verifier_plants: list[str] = field(default_factory=list)
+    services_kept: list[str] = field(default_factory=list)
+    services: str = "none"
 
     @property
     def flagged(self) -> bool:
@@ -35,6 +46,7 @@ class RewardHackingReport:
             or self.reward_file_writes
             or self.test_writes
             or self.protected_files_changed
+            or self.verifier_plants
         )
 
     def metadata(self) -> dict[str, Any]:
@@ -49,6 +61,8 @@ class RewardHackingReport:
             "reward_file_writes": self.reward_file_writes,
             "test_writes": self.test_writes,
             "protected_files_changed": self.protected_files_changed,
+            "verifier_plants": self.verifier_plants,
+            "services_kept": {"commands": self.services_kept, "what_became": self.services},
         }
 
     def findings(self) -> list[str]:
@@ -61,6 +75,7 @@ class RewardHackingReport:
             ("reward files written", self.reward_file_writes),
             ("test folders written", self.test_writes),
             ("protected files changed", self.protected_files_changed),
+            ("planted for the verifier (neutralised)", self.verifier_plants),
         ):
             if paths:
                 lines.append(f"{what}: {', '.join(paths[:20])}")
@@ -79,4 +94,5 @@ def findings_of(metadata: Any) -> list[str]:
         reward_file_writes=list(report.get("reward_file_writes") or []),
         test_writes=list(report.get("test_writes") or []),
         protected_files_changed=list(report.get("protected_files_changed") or []),
+        verifier_plants=list(report.get("verifier_plants") or []),
     ).findings() or ["flagged"]

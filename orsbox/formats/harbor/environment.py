@@ -30,6 +30,7 @@ from orsbox.authoring.grader import Grade
 from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
 from orsbox.errors import ImageNotFound, ManifestError, SandboxError, SandboxGone, SetupFailed
+from orsbox.formats.harbor import guard
 from orsbox.formats.harbor.phases import unmet_by, widest
 from orsbox.formats.harbor.task import HarborTask, phase_set
 from orsbox.formats.harbor.verifier import verify
@@ -51,6 +52,9 @@ class HarborEnvironment(GradedOnce):
     tasks: ClassVar[dict[str, HarborTask]]
     refused: ClassVar[dict[str, str]]  # task folder -> why it is not served
     broken_images: ClassVar[dict[str, str]]  # image tag -> why it did not build
+    # (image tag, verifier user) -> the verifier's environment as the image has it
+    baselines: ClassVar[dict[tuple[str, str | None], guard.Baseline]]
+    baseline: guard.Baseline | None = None
 
     def __init__(
         self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
@@ -110,6 +114,19 @@ class HarborEnvironment(GradedOnce):
             hint = self.task.image.missing_hint
             message = f"task {self.task.name}: {e}" + (f"; {hint}" if hint else "")
             raise ImageNotFound(message) from None
+        self.baseline = await self._baseline()
+
+    async def _baseline(self) -> guard.Baseline:
+        """The verifier's environment as the image has it (`guard`): read once per image
+        and verifier user, in the first episode's sandbox before its agent ran anything.
+        A fork (or a start from a setup snapshot) on a server that has not read it yet
+        reads it from the files it starts with."""
+        key = (self.task.image.tag, self.task.verifier.user)
+        found = self.baselines.get(key)
+        if found is None:
+            found = await guard.take_baseline(self.sandbox, self.task.verifier.user)
+            self.baselines[key] = found
+        return found
 
     async def prepare(self) -> None:
         """Harbor's folders for logs, made at start as Harbor's Docker environment makes
@@ -136,8 +153,10 @@ class HarborEnvironment(GradedOnce):
 
     # -- grading ------------------------------------------------------------------------
     async def grade(self) -> Grade:
+        if self.baseline is None:  # setup did not finish: nothing to grade
+            raise SetupFailed(f"task {self.task.name}: the episode was not set up")
         try:
-            return await verify(self.sandbox, self.task)
+            return await verify(self.sandbox, self.task, self.baseline)
         except SandboxGone as e:
             await self.sandbox_lost(e)
             raise
@@ -185,6 +204,7 @@ def dataset_environment(
         "tasks": {t.name: t for t in tasks},
         "refused": dict(refused),
         "broken_images": {},
+        "baselines": {},
         "image": tasks[0].image.tag,
         # The class's limits are what the server's policy checks: the widest any task's
         # phases ask (each task's were checked against the same settings at load).

@@ -1,14 +1,18 @@
 """Grading a task as Harbor's verifier grades it (harbor 0.26.0, `verifier/verifier.py`),
 with one step before it that Harbor leaves to its container teardown:
 
-  0. every process the agent started is killed (`Sandbox.kill_processes`), so nothing
-     left running can change files or write a reward while the tests run; then the
-     sandbox gets the verifier phase's network when it differs from the agent's
-     (`phases.py`: no-network, the guarded internet, or an allow-list through a proxy);
+  0. every process the agent started is killed but its services (what holds a listening
+     TCP socket: the task's state may be a running server), so nothing left running
+     can change files or write a reward while the tests run (the services run under
+     `guard.py`'s watch); then the sandbox gets the verifier phase's network when it
+     differs from the agent's (`phases.py`: no-network, the guarded internet, or an
+     allow-list through a proxy);
   1. stale `/logs/verifier/reward.txt` and `reward.json` are removed (as root);
   2. `tests/` is copied to `/tests` only now (before, the agent could read the tests);
   3. the task's script is made executable (as root, as Harbor does) and run as the
-     verifier's user with `[verifier].env`, under `[verifier].timeout_sec`;
+     verifier's user with `[verifier].env`, under `[verifier].timeout_sec`, in the
+     image's environment, not the agent's: `guard.py` neutralises what the agent
+     planted for the verifier to run (docs/grading-integrity.md);
   4. what the run amounts to is the format's own (`Verifier.grade`): Harbor's reward
      files (`reward_files.HarborVerifier`) or Terminal-Bench 1's pytest summary
      (`pytest_summary.PytestVerifier`);
@@ -23,6 +27,7 @@ is read (`task.py`); grading never asks which format it is.
 from __future__ import annotations
 
 import abc
+import hashlib
 import io
 import tarfile
 from dataclasses import dataclass
@@ -32,13 +37,14 @@ from typing import TYPE_CHECKING, ClassVar
 from orsbox.authoring.grader import Grade
 from orsbox.authoring.reward_hacking import METADATA_KEY
 from orsbox.errors import GradingError
-from orsbox.formats.harbor import reward_hacking
+from orsbox.formats.harbor import guard, reward_hacking
 from orsbox.sandbox.base import ExecResult, Sandbox
 
 if TYPE_CHECKING:
     from orsbox.formats.harbor.task import HarborTask
 
 VERIFIER_DIR = "/logs/verifier"
+TESTS_DIR = "/tests"
 REWARD_TXT = f"{VERIFIER_DIR}/reward.txt"
 REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
@@ -82,30 +88,55 @@ class Verifier(abc.ABC):
         run (the rules in `could_not_run`)."""
 
 
-async def verify(sandbox: Sandbox, task: HarborTask) -> Grade:
-    """Grade the sandbox as it is now (see the module docstring)."""
+async def verify(sandbox: Sandbox, task: HarborTask, baseline: guard.Baseline) -> Grade:
+    """Grade the sandbox as it is now (see the module docstring); `baseline`: the
+    verifier's environment as the image has it (`guard.take_baseline`)."""
     verifier = task.verifier
-    report = await reward_hacking.inspect(sandbox)  # kills the agent's processes first
+    # every process of the agent's is killed first, but its services where they can be guarded
+    report, kept = await reward_hacking.inspect(sandbox, baseline.keeps_services)
+    if not baseline.keeps_services:
+        report.services = "none kept: this runtime refuses file leases (gVisor)"
     if task.verifier_network is not None:  # Harbor's per-phase network (`phases.py`)
         network = task.verifier_network
         await sandbox.set_network(network.network, network.allowed_hosts)
     await _install(sandbox, verifier)
-    result = await sandbox.exec(
-        ["bash", "-c", verifier.command()],
-        env=verifier.env,
+    result, guarded = await guard.run_tests(
+        sandbox,
+        baseline,
+        argv=["bash", "-c", verifier.command()],
         user=verifier.user,
+        env=verifier.env,
         cwd=task.workdir,
         timeout_s=verifier.timeout_s,
         output_cap_bytes=verifier.output_cap_bytes,
+        kept=kept,
+        reward_files=[REWARD_TXT, REWARD_JSON],
+        tests=(TESTS_DIR, tests_digest(verifier)),
     )
+    report.verifier_plants = guarded.plants
+    report.services = guarded.services if kept else report.services
+    report.reward_file_writes += guarded.service_writes + guarded.reward_file_events
+    report.test_writes += guarded.tests_changed
+    if guarded.error is not None:
+        raise GradingError(
+            f"the verifier's environment could not be made the image's: {guarded.error}",
+            cause="verifier-environment",
+        )
     grade = await verifier.grade(sandbox, result)
+    reward, notes = grade.reward, [grade.text, *report.findings()]
+    if guarded.reward_file_replaced or guarded.tests_changed:  # not the tests' own verdict
+        reward = 0.0
+        notes.append(
+            "[reward 0: a reward file was made, renamed or removed, or the tests were "
+            "changed, while the task's services ran]"
+        )
     metadata = {
         **grade.metadata,
         "processes_killed": report.processes_killed,
         "verifier_timed_out": result.timed_out,
         METADATA_KEY: report.metadata(),
     }
-    return Grade(grade.reward, "\n".join([grade.text, *report.findings()]), metadata)
+    return Grade(reward, "\n".join(notes), metadata)
 
 
 async def _install(sandbox: Sandbox, verifier: Verifier) -> None:
@@ -129,6 +160,17 @@ def tests_archive(verifier: Verifier) -> bytes:
         for extra in verifier.extra_files:
             tar.add(extra, arcname=extra.name)
     return buffer.getvalue()
+
+
+def tests_digest(verifier: Verifier) -> dict[str, str]:
+    """The sha256 of each file `tests_archive` sends, by its path under /tests."""
+    digests = {}
+    with tarfile.open(fileobj=io.BytesIO(tests_archive(verifier))) as tar:
+        for member in tar.getmembers():
+            extracted = tar.extractfile(member) if member.isfile() else None
+            if extracted is not None:
+                digests[member.name] = hashlib.sha256(extracted.read()).hexdigest()
+    return digests
 
 
 def tail(text: str) -> str:
