@@ -179,7 +179,9 @@ async def _ensure(
         builder = config.builder() if offline else None
         if offline is not None and builder is not None:
             missing = [tag for tag in wanted if tag not in there]
-            failed = await _build_elsewhere(images, builder, offline, missing, recipes, tolerant)
+            failed = await _build_elsewhere(
+                images, builder, offline, missing, recipes, plan, tolerant
+            )
         else:
             console.print(
                 f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}"
@@ -205,11 +207,12 @@ async def _build_elsewhere(
     offline: str,
     missing: list[str],
     recipes: Sequence[ImageRecipe],
+    plan: Sequence[ImageRecipe],
     tolerant: list[Callable[[str, str], None]],
 ) -> dict[str, str]:
     """The `missing` images built (where missing there too) on the engine of `builder`
     and copied into `images`' engine, whose own builds reach no network (`offline`
-    says why). Without an engine to build on, they are built in place after all (a
+    says why). Without an engine to build on, `plan` is built in place after all (a
     recipe may need no network), a failure naming the cause."""
     from orsbox.sandbox.config import create_backend
 
@@ -217,9 +220,6 @@ async def _build_elsewhere(
     try:
         why = await backend.health()
         if why is not None:
-            plan = build_plan(
-                missing, recipes, (await present(images, _bases(recipes))).__contains__
-            )
             console.print(
                 f"[yellow]warning:[/yellow] {offline}, and no engine to build on answers "
                 f"({why}): building {len(plan)} missing image(s) there all the same",
@@ -228,15 +228,14 @@ async def _build_elsewhere(
             return await run_plan(images, plan, keep_going=bool(tolerant), offline=offline)
         source = backend.images
         found = await present(source, [*missing, *(r.tag for r in recipes), *_bases(recipes)])
-        plan = build_plan(missing, recipes, found.__contains__)
+        local_plan = build_plan(missing, recipes, found.__contains__)
         where = getattr(builder, "engine", None) or "the local engine"
         console.print(f"{offline}: the images are built on {where} and copied in.", soft_wrap=True)
         failed: dict[str, str] = {}
-        if plan:
-            console.print(
-                f"Building {len(plan)} missing image(s): {', '.join(r.tag for r in plan)}"
-            )
-            failed = await run_plan(source, plan, keep_going=bool(tolerant))
+        if local_plan:
+            tags = ", ".join(r.tag for r in local_plan)
+            console.print(f"Building {len(local_plan)} missing image(s) there: {tags}")
+            failed = await run_plan(source, local_plan, keep_going=bool(tolerant))
         copied = [tag for tag in missing if tag not in failed and await source.has(tag)]
         if copied:
             with console.status(f"copying {', '.join(copied)} into the sandboxes' engine"):

@@ -289,46 +289,78 @@ def test_hostile_calls_with_health_answering(
         ep.delete()
 
 
-def test_the_engine_s_builds_reach_no_network_and_a_build_says_so(
+def built_environment(folder: Path, step: str) -> tuple[Path, str]:
+    """A manifest environment in `folder` whose image (a fresh tag) is built from
+    orsbox/base by one `RUN step`; its grader gives 1.0 when /made-by-the-build is
+    there. (Its folder, its image's tag.)"""
+    tag = f"orsbox-test/fresh-{uuid.uuid4().hex[:12]}:latest"
+    (folder / "tasks").mkdir(parents=True)
+    (folder / "tasks" / "train.jsonl").write_text('{"id": "t0"}\n')
+    (folder / "Dockerfile").write_text(
+        f"ARG BASE_IMAGE=orsbox/base:latest\nFROM ${{BASE_IMAGE}}\nUSER root\nRUN {step}\n"
+    )
+    (folder / "orsbox.toml").write_text(
+        f'name = "built"\nimage = "{tag}"\nprompt = "submit"\n[build]\ndockerfile = "Dockerfile"\n'
+        '[[splits]]\nname = "train"\ntasks = "tasks/train.jsonl"\n'
+        '[grader]\ncommand = "test -f /made-by-the-build"\n'
+    )
+    return folder, tag
+
+
+def orsbox_on(engine: FreshEngine, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """An orsbox command with `--engine ENGINE --runtime runsc` (and `env` set)."""
+    argv = [sys.executable, "-m", "orsbox.cli.main", *args]
+    argv += ["--engine", engine.address, "--runtime", "runsc"]
+    environ = {**os.environ, **env}
+    return subprocess.run(argv, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)
+
+
+def test_an_image_missing_on_both_engines_is_built_on_the_main_one_and_copied(
+    fresh_engine: FreshEngine, fresh_server: LiveServer, tmp_path: Path
+) -> None:
+    """`orsbox run` in-process on the fresh engine: the environment's image, on neither
+    engine, is built on the main engine and copied in, and its episode runs from it
+    under gVisor (the grader finds the build's file). The tag is removed from both."""
+    folder, tag = built_environment(tmp_path / "env", "touch /made-by-the-build")
+    actions = tmp_path / "actions.jsonl"
+    actions.write_text('{"name": "submit", "input": {}}\n')
+    main = docker.from_env(timeout=120)
+    try:
+        done = orsbox_on(fresh_engine, "run", str(folder), "--actions", str(actions))
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, output
+        assert f"Building 1 missing image(s) there: {tag}" in output, output
+        assert f"Copied {tag} in" in output, output
+        assert done.stdout.rstrip().endswith("final reward: 1.0  finished: true"), output
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            main.images.remove(tag)
+        main.close()
+        fresh = fresh_engine.client()
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            fresh.images.remove(tag)
+        fresh.close()
+
+
+def test_with_no_engine_to_build_on_the_last_line_names_the_cause(
     fresh_engine: FreshEngine, fresh_server: LiveServer, tmp_path: Path
 ) -> None:
     """With no local engine to build on (DOCKER_HOST at nothing), an environment whose
     image must be built on the fresh engine, by a step that needs the network: `orsbox
     serve` exits 1 and its last line names the cause. (After `fresh_server`, which
     copied orsbox/base in.)"""
-    token = uuid.uuid4().hex[:12]
-    folder = tmp_path / "offline"
-    (folder / "tasks").mkdir(parents=True)
-    (folder / "tasks" / "train.jsonl").write_text('{"id": "t0"}\n')
     resolve = "import socket; socket.getaddrinfo('deb.debian.org', 80)"
-    (folder / "Dockerfile").write_text(  # the resolver asked once, for a second, not 10 s
-        "ARG BASE_IMAGE=orsbox/base:latest\nFROM ${BASE_IMAGE}\n"
-        f"RUN echo {token} && RES_OPTIONS='timeout:1 attempts:1' python3 -c \"{resolve}\"\n"
+    # the resolver asked once, for a second (10 s by default)
+    step = f"RES_OPTIONS='timeout:1 attempts:1' python3 -c \"{resolve}\""
+    folder, tag = built_environment(tmp_path / "env", step)
+    no_engine = f"unix://{tmp_path}/no-engine.sock"
+    done = orsbox_on(
+        fresh_engine, "serve", str(folder), "--port", str(free_port()), DOCKER_HOST=no_engine
     )
-    (folder / "orsbox.toml").write_text(
-        f'name = "offline"\nimage = "orsbox-test/offline-{token}:latest"\n'
-        'prompt = "nothing"\n[build]\ndockerfile = "Dockerfile"\n'
-        '[[splits]]\nname = "train"\ntasks = "tasks/train.jsonl"\n'
-        '[grader]\ncommand = "true"\n'
-    )
-    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
-    argv = [
-        sys.executable,
-        "-m",
-        "orsbox.cli.main",
-        "serve",
-        str(folder),
-        "--port",
-        str(free_port()),
-    ]
-    argv += ["--engine", fresh_engine.address, "--runtime", "runsc"]
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     last = output.rstrip().splitlines()[-1]
-    assert last.startswith(f"error: orsbox-test/offline-{token}:latest could not be built: "), (
-        output
-    )
+    assert last.startswith(f"error: {tag} could not be built: "), output
     assert f"build steps on the engine at {fresh_engine.address} reach no network" in last, last
     assert "does no NAT" in last and "no local engine answers" in last, last
     assert "Temporary failure in name resolution" in output, output
