@@ -10,13 +10,14 @@ and test_under_gvisor.py) run on that server with `/health` asked every 0.25 s
 throughout. Where no engine can build, the server's last line names the cause.
 
 The engine, its folder and its bridge are removed afterwards (found by its own pid file
-and folder, never by a process name). What the module costs is mostly the copy
+and folder, never by a process name), and so is one a killed run left behind. What the module costs is mostly the copy
 (orsbox/base and orsbox/env-swe, about 1 GB: 15 s on an idle machine)."""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -81,16 +82,45 @@ def free_bridge_cidr() -> str:
     raise AssertionError("no free /24 in 198.18.200-249 for the fresh engine's bridge")
 
 
-def start_fresh_engine() -> FreshEngine:
-    root = Path(tempfile.mkdtemp(prefix="orsbox-fresh-", dir="/tmp"))  # short: socket paths
-    token = root.name.rsplit("-", 1)[-1][:6]
-    engine = FreshEngine(
+def started_at(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), None when there is none: with
+    its pid, what tells it from a later process given the same pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def engine_at(root: Path) -> FreshEngine:
+    """The fresh engine whose folder is `root` (its bridge named in its daemon.json)."""
+    config = (
+        json.loads((root / "daemon.json").read_text()) if (root / "daemon.json").exists() else {}
+    )
+    return FreshEngine(
         root=root,
         address=f"unix://{root}/docker.sock",
         pidfile=root / "dockerd.pid",
-        bridge=f"orsbox-f{token}",
+        bridge=config.get("bridge") or f"orsbox-f{root.name.rsplit('-', 1)[-1][:6]}",
         env={},
     )
+
+
+def sweep_orphaned_engines() -> None:
+    """Fresh engines whose test process is gone (killed before its teardown): each folder
+    names its owner (pid and start time) in `owner`; one whose owner no longer runs is
+    stopped and removed. Those of runs still going are left alone."""
+    for root in Path("/tmp").glob("orsbox-fresh-*"):
+        with contextlib.suppress(OSError, ValueError):
+            pid, start = (root / "owner").read_text().split()
+            if started_at(int(pid)) != start:
+                stop_fresh_engine(engine_at(root))
+
+
+def start_fresh_engine() -> FreshEngine:
+    sweep_orphaned_engines()
+    root = Path(tempfile.mkdtemp(prefix="orsbox-fresh-", dir="/tmp"))  # short: socket paths
+    (root / "owner").write_text(f"{os.getpid()} {started_at(os.getpid())}")
+    engine = engine_at(root)
     engine.env = {
         **os.environ,
         "ORSBOX_RUNSC_SOCKET": f"{root}/docker.sock",
@@ -153,7 +183,7 @@ def fresh_engine() -> Iterator[FreshEngine]:
         stop_fresh_engine(engine)
 
 
-def serve(engine: FreshEngine, folder: Path, targets: list[str], **env: str) -> LiveServer:
+def serve(engine: FreshEngine, folder: Path, targets: list[str]) -> LiveServer:
     """`orsbox serve --engine ENGINE --runtime runsc TARGETS`, as docs/gvisor.md runs it
     (the episode database kept in `folder`, for the OOM check's record)."""
     port = free_port()
