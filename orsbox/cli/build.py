@@ -123,10 +123,8 @@ def offline_failure(tag: str, offline: str) -> str:
     """The one line that says why `tag` could not be built on an engine whose builds
     reach no network (`offline`), and what to do."""
     return (
-        f"{tag} could not be built: {offline}, and no local engine answers to build it on "
-        "and copy it from (DOCKER_HOST, else unix:///var/run/docker.sock): start one (bash "
-        "scripts/start-docker.sh) and run this again, or load the image into this engine "
-        "(docker save IMAGE | DOCKER_HOST=ENGINE docker load)"
+        f"{tag} could not be built: {offline}; and no local engine answers to build it on: "
+        "start one (bash scripts/start-docker.sh) and run this again"
     )
 
 

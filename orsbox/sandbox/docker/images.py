@@ -223,7 +223,9 @@ def offline_builds(client: docker.DockerClient, address: str) -> str | None:
     return (
         f"build steps on the engine at {address} reach no network: its default bridge "
         f"({name}) does no NAT (the engine runs with ip-masq false, as "
-        "scripts/start-runsc-engine.sh starts it)"
+        "scripts/start-runsc-engine.sh starts it); such images are built on the local "
+        "engine (DOCKER_HOST, else unix:///var/run/docker.sock) and copied in, or loaded "
+        "by hand (docker save IMAGE | DOCKER_HOST=ENGINE docker load)"
     )
 
 
