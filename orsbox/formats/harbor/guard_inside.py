@@ -20,7 +20,8 @@ tools' configuration, python's start-up hooks (`sitecustomize`, `usercustomize`,
 executable `.pth` lines) and `/etc/ld.so.preload`. A surface file the agent added is
 moved to a root-only quarantine; one it changed is given back the image's content. On
 PATH, a program the agent added where it shadows one the image has later on PATH is
-quarantined, as are the uv binaries and uv's python and cache folders it added (the
+quarantined, as are a `uv` or `uvx` it added anywhere on PATH (ahead of the installer's
+where PATH names `~/.local/bin` late) and uv's python and cache folders it added (the
 verifier's installer puts its own there). Docs: docs/grading-integrity.md.
 
 The guard, while kept services run (`processes.services`: what holds a listening TCP
@@ -89,7 +90,7 @@ PYTHON_DIR_GLOBS = (
     "/etc/python3*",
 )
 HOOK_NAMES = ("sitecustomize.py", "sitecustomize.pyc", "usercustomize.py", "usercustomize.pyc")
-INSTALLER_BIN = ("uv", "uvx")  # in $HOME/.local/bin: the verifier's uv installer writes them
+INSTALLER_BIN = ("uv", "uvx")  # the verifier's uv installer writes them: never the agent's
 INSTALLER_TREES = (".local/share/uv", ".cache/uv")  # uv's pythons and tools, its cache
 LEASE_WAIT = "__break_lease"
 CACHE_DIRS = ("__pycache__", ".pytest_cache")  # what test runners write beside the tests
@@ -301,7 +302,7 @@ def shadowing(base, quarantine, plants):
     home = base["home"]
     dirs = verifier_path_dirs(home, base["path"])
     had = base["programs"]
-    local_bin = os.path.join(home, ".local/bin")
+    local_bin = os.path.join(home, ".local/bin")  # where uv's installer puts uv and uvx
     for i, d in enumerate(dirs):
         before = set(had.get(d, []))
         later = set()
@@ -314,8 +315,8 @@ def shadowing(base, quarantine, plants):
             if name in later:
                 shadowed = next(o for o in dirs[i + 1 :] if name in had.get(o, []))
                 why = f"shadows {os.path.join(shadowed, name)}"
-            elif d == local_bin and name in INSTALLER_BIN:
-                why = "stands where the verifier's uv installer puts its own"
+            elif name in INSTALLER_BIN:
+                why = "a name the verifier's uv installer puts in " + local_bin
             else:
                 continue
             kept_at = quarantine.take(path)
