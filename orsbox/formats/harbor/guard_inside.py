@@ -385,12 +385,21 @@ def kill_services(kept):
         time.sleep(0.005)
 
 
-def wchan(pid):
+def waits_on_lease(pid):
+    """Whether a thread of process `pid` is blocked opening a leased file (its kernel
+    wait channel is `__break_lease`): the one about to write it."""
     try:
-        with open(f"/proc/{pid}/wchan") as f:
-            return f.read().strip()
+        threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return ""
+        return False
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                if f.read().strip() == LEASE_WAIT:
+                    return True
+        except OSError:
+            pass
+    return False
 
 
 def command_line(pid):
@@ -506,7 +515,7 @@ class RewardGuard:
         if not broken and not replaced:
             return False
         for pid in service_tree(kept):
-            if wchan(pid) == LEASE_WAIT:
+            if waits_on_lease(pid):
                 self.attempts.append(
                     f"{', '.join(broken)}: opened for writing by kept service {pid} "
                     f"({command_line(pid)}) while the tests ran; stopped before it wrote"

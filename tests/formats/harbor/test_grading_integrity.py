@@ -320,6 +320,9 @@ def test_a_service_that_forges_the_reward_earns_nothing(server: tuple[str, LiveS
     assert graded.reward == 0.0, graded.blocks[0].text
     assert report["flagged"] is True
     assert any("/logs/verifier/reward.txt" in w for w in report["reward_file_writes"]), report
+    if server[0] == "runc":  # kept under the guard: caught opening the leased reward file
+        caught = [w for w in report["reward_file_writes"] if "by kept service" in w]
+        assert caught and "forger.py" in caught[0], report["reward_file_writes"]
 
 
 def test_the_tests_are_still_ours_with_a_service_running(server: tuple[str, LiveServer]) -> None:
