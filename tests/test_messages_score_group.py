@@ -1,24 +1,30 @@
 """`GET /{env}/messages` and `POST /{env}/score_group` for orsbox's own environments,
-through the `openreward` client's own calls (bare paths and variants)."""
+through the `openreward` client's own calls (bare paths and variants), and a scoring
+taking its turn with the session's tool calls."""
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from openreward import OpenReward
 from openreward.api.environments.types import GroupCandidate, Message, TextBlock
 from openreward.api.errors import ScoreGroupFailed, ScoreGroupUnsupported
 
 from tests.servers import LiveServer, start_server
+from tests.sse_client import Stream, post_sse
 
 TARGETS = [
     "tests/fixture_envs/scoring_envs.py:Judged",
     "tests/fixture_envs/scoring_envs.py:Conversation",
+    "tests/fixture_envs/scoring_envs.py:Turns",
 ]
 
 
@@ -93,3 +99,57 @@ def test_tool_listing_keeps_the_reference_shape(server: LiveServer, tmp_path: Pa
         assert list(json.load(r)) == ["tools"]
     with urllib.request.urlopen(f"{server.url}/judged/tools", timeout=30) as r:
         assert json.load(r)["supports_score_group"] is True
+
+
+@pytest.mark.parametrize("first", ["call", "scoring"])
+def test_a_scoring_and_a_call_on_one_session_take_turns(server: LiveServer, first: str) -> None:
+    """A call and a scoring posted on one session while the other holds it: the second
+    waits for the first to end (the session's call lock), so neither sees the other
+    running and the second sees the first finished."""
+    sid = _turns_session(server)
+    hold = {"call": 1.5, "scoring": 0.1}
+    if first == "scoring":
+        hold = {"call": 0.1, "scoring": 1.5}
+
+    def post(what: str) -> Stream:
+        if what == "call":
+            body = {"name": "hold", "input": {"seconds": hold["call"]}}
+            return post_sse(f"{server.url}/turns/call", body, sid)
+        candidates = [
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "blocks": [{"type": "text", "text": str(hold["scoring"])}],
+                    }
+                ]
+            }
+        ]
+        return post_sse(f"{server.url}/turns/score_group", {"candidates": candidates}, sid)
+
+    second = "scoring" if first == "call" else "call"
+    with ThreadPoolExecutor(2) as pool:
+        started = time.monotonic()
+        one = pool.submit(post, first)
+        time.sleep(0.5)  # the first holds the episode by now
+        two = pool.submit(post, second)
+        seen = {first: _seen(first, one.result()), second: _seen(second, two.result())}
+        took = time.monotonic() - started
+    assert seen[first] == {"finished_before": [], "running_with": []}
+    assert seen[second] == {"finished_before": [first], "running_with": []}
+    assert took >= 1.6  # one after the other: 1.5 s, then 0.1 s
+
+
+def _turns_session(server: LiveServer) -> str:
+    sid = httpx.post(f"{server.url}/create_session", timeout=30).json()["sid"]
+    spec = {"env_name": "turns", "split": "test", "index": 0}
+    created = httpx.post(f"{server.url}/create", headers={"X-Session-ID": sid}, json=spec)
+    assert created.status_code == 200, created.text
+    return sid
+
+
+def _seen(what: str, stream: Stream) -> dict:
+    result = stream.result()
+    if what == "call":
+        return result["output"]["metadata"]
+    return result["scores"][0]["metadata"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic import BaseModel
 
 from orsbox import Environment, TextBlock, ToolOutput, tool
@@ -64,3 +66,41 @@ class Conversation(Environment):
     def answer(self, params: Reply) -> ToolOutput:
         """Answer."""
         return ToolOutput(blocks=[TextBlock(text="noted")], reward=1.0, finished=True)
+
+
+class Hold(BaseModel):
+    seconds: float
+
+
+class Turns(Judged):
+    """A tool and a scoring that each hold the episode for a while and say what else was
+    running meanwhile and what had finished before they began: a session's calls and
+    scorings take turns (tests/test_messages_score_group.py). Judged's task, prompt and
+    `answer`."""
+
+    def __init__(self, task_spec: dict | None = None, secrets: dict | None = None) -> None:
+        super().__init__(task_spec, secrets)
+        self.running: list[str] = []
+        self.seen_running: dict[str, list[str]] = {}
+        self.finished: list[str] = []
+
+    async def _hold(self, name: str, seconds: float) -> dict:
+        before = list(self.finished)
+        self.seen_running[name] = list(self.running)
+        self.running.append(name)
+        await asyncio.sleep(seconds)
+        self.running.remove(name)
+        self.finished.append(name)
+        return {"finished_before": before, "running_with": self.seen_running.pop(name)}
+
+    @tool
+    async def hold(self, params: Hold) -> ToolOutput:
+        """Hold the episode for a while."""
+        seen = await self._hold("call", params.seconds)
+        return ToolOutput(blocks=[TextBlock(text="held")], metadata=seen, reward=0.0)
+
+    async def score_group(self, candidates: list[GroupCandidate]) -> list[GroupScore | float]:
+        """Holds for the seconds the first candidate says."""
+        seconds = float(candidates[0].messages[-1].blocks[0].text)  # type: ignore[union-attr]
+        seen = await self._hold("scoring", seconds)
+        return [GroupScore(reward=0.0, metadata=seen) for _ in candidates]

@@ -4,8 +4,11 @@ together (GRPO-style or pairwise judging), delivered over SSE like a tool call.
 It rides the session, so the environment's instance already holds the task, its setup
 and its secrets (a judge's key). An environment that does not score groups answers 404
 before any stream opens, as the reference server does, so a client can tell
-"unsupported" from a judging failure (an SSE `error` event). Scoring runs detached
-from its request: a client that loses the connection re-posts with the `task_id`.
+"unsupported" from a judging failure (an SSE `error` event). Scoring takes its turn
+with the session's tool calls (the session's FIFO call lock): a judge reading the
+episode's state never sees a call half done, nor a call a scoring half done. It runs
+detached from its request: a client that loses the connection re-posts with the
+`task_id`.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ async def run_scoring(session: Session, body: ScoreGroup) -> list[Event]:
     """The final SSE events: the scores, or one `error` naming what went wrong."""
     with session.in_call():
         try:
-            if session.env is None:
-                return [{"event": "error", "data": "session was deleted"}]
-            scores = await call_user(session.env.score_group, list(body.candidates))
+            async with session.call_lock:
+                if session.env is None:
+                    return [{"event": "error", "data": "session was deleted"}]
+                scores = await call_user(session.env.score_group, list(body.candidates))
             output = ScoreGroupOutput(scores=[_as_score(s) for s in scores])
             if len(output.scores) != len(body.candidates):
                 raise ValueError(
