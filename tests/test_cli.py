@@ -50,7 +50,8 @@ def test_run_names_the_bad_actions_line(tmp_path: Path) -> None:
 def test_run_plays_a_python_environment_in_process() -> None:
     done = orsbox("run", "math", "--actions", "environments/math/examples/train-0-wrong.jsonl")
     assert done.returncode == 0, done.stderr
-    assert "muffins" in done.stdout and "Incorrect. The answer was 7." in done.stdout
+    assert "muffins" in done.stdout and "Incorrect." in done.stdout
+    assert "7" not in done.stdout.split("call 1:", 1)[1]  # the answer is not given away
     assert done.stdout.rstrip().endswith("final reward: 0.0  finished: true")
 
 

@@ -1,7 +1,14 @@
 """GSM8K-style word problems graded like the ORS quick start: the part after `####`.
 
 The tasks are original problems written for orsbox in GSM8K's format (no dataset
-licence applies); each split is a JSONL file beside this module."""
+licence applies); each split is a JSONL file beside this module.
+
+Safe to train on: a wrong answer is told it is wrong, not what the right one was, and
+the episode is graded once. The first `submit` is the result; every later one gets that
+same finished output back, reward unchanged, as `GradedOnce` does for container
+environments. (The ORS quick start's environment says the answer and grades every
+submit: a policy trained against it learns "submit anything, then submit what you
+read".)"""
 
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ def _load(split: str) -> list[dict]:
 class Math(Environment):
     """Grade-school math word problems; submit the final number."""
 
+    _graded: ToolOutput | None = None
+
     @classmethod
     def list_splits(cls):
         return ["train", "test"]
@@ -46,10 +55,14 @@ class Math(Environment):
 
     @tool
     def submit(self, params: SubmitParams) -> ToolOutput:
-        """Submit your final answer to the problem. Ends the episode."""
-        gold = self.task_spec["answer"].split("####")[-1].strip()
-        correct = params.answer.strip() == gold
-        text = "Correct!" if correct else f"Incorrect. The answer was {gold}."
-        return ToolOutput(
-            blocks=[TextBlock(text=text)], reward=1.0 if correct else 0.0, finished=True
-        )
+        """Submit your final answer to the problem. Ends the episode: only the first
+        answer is graded."""
+        if self._graded is None:
+            gold = self.task_spec["answer"].split("####")[-1].strip()
+            correct = params.answer.strip() == gold
+            self._graded = ToolOutput(
+                blocks=[TextBlock(text="Correct!" if correct else "Incorrect.")],
+                reward=1.0 if correct else 0.0,
+                finished=True,
+            )
+        return self._graded

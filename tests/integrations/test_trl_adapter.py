@@ -91,7 +91,10 @@ def test_math_through_the_adapter(spec_for) -> None:
     said = group[1].submit(answer=int(gold[1]))
     assert said.startswith("Error: input_validation: invalid input for tool 'submit': answer:")
     assert group[0].submit(answer=gold[0]) == "Correct!"
-    assert group[1].submit(answer="-1").startswith("Incorrect.")
+    assert group[1].submit(answer="-1") == "Incorrect."  # the answer not given away
+    # a second submit, the right answer this time: the first one's result, so TRL's
+    # default reward (the rollout's last) still scores the first answer
+    assert group[1].submit(answer=gold[1]) == "Incorrect."
     assert group[2].submit(answer=gold[2]) == "Correct!"
     assert group[3].submit(answer="-1").startswith("Incorrect.")
     assert spec.reward_funcs(environments=group) == [1.0, 0.0, 1.0, 0.0]
