@@ -4,23 +4,26 @@ operator's say over runtimes environments ask for."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from orsbox.cli.backend_options import with_backend
-from orsbox.errors import SandboxError
-from orsbox.sandbox import SandboxLimits, create_backend
-from orsbox.sandbox.config import load_config_file, with_options
+from orsbox.errors import SandboxError, SandboxStartError
+from orsbox.sandbox import SandboxLimits, SandboxSpec, create_backend
+from orsbox.sandbox.config import load_config_file, parse_config, with_options
 from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.options import address_space_bound
 from orsbox.sandbox.fake import FakeBackend, FakeConfig
 from orsbox.settings import Settings
 from tests.skeleton_backend import SkeletonConfig
 from tests.skeleton_backend.backend import SkeletonBackend
+from tests.skeleton_backend.sandbox import SkeletonSandbox
 from tests.test_access import refusal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,3 +229,75 @@ def test_doctor_asks_the_selected_backend() -> None:
     assert "fix: point KUBECONFIG at a cluster" in done.stdout
     assert "ok   egress guard: not needed" in done.stdout
     assert "Docker" not in done.stdout and "squid" not in done.stdout, done.stdout
+
+
+# -- the operator's options reach any backend ------------------------------------------
+ASKED: list[SandboxSpec] = []  # what the recording skeleton was asked to start
+
+
+class RecordingSkeleton(SkeletonBackend):
+    """The skeleton with a start that keeps the spec it was asked for (what it would
+    make a pod of) and starts nothing: a backend that reads no operator option."""
+
+    async def start(self, spec: SandboxSpec) -> SkeletonSandbox:
+        ASKED.append(spec)
+        raise SandboxStartError("no cluster to start a pod on")
+
+
+class RecordingSkeletonConfig(SkeletonConfig):
+    def create(
+        self, *, server_id: str | None = None, start_concurrency: int | None = None
+    ) -> RecordingSkeleton:
+        return RecordingSkeleton(self, server_id)
+
+
+def test_the_operators_options_reach_a_backend_that_reads_none_of_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A skeleton-like backend, listed by the factory and selected by ORSBOX_BACKEND,
+    takes every operator option; the factory applies the image map and the default
+    limits to what it is asked to start, and the runtimes allowed are offered: the
+    server's policy admits an environment asking for one, and its hint for another is
+    a config this backend takes."""
+    from orsbox.sandbox import config as factory
+
+    monkeypatch.setattr(factory, "BACKENDS", (*factory.BACKENDS, RecordingSkeletonConfig))
+    options = {
+        "type": "skeleton",
+        "runtime_class": "gvisor",
+        "allow_runtimes": ["runsc"],
+        "image_map": ["ubuntu:24.04=orsbox/debian:bookworm"],
+        "default_limits": {"memory_bytes": 2 * 1024**3, "cpus": 2},
+        "guest_sleep_after_s": 30,
+        "egress_allow": ["10.1.2.0/24"],
+    }
+    monkeypatch.setenv("ORSBOX_BACKEND", json.dumps(options))
+    settings = Settings()
+    assert settings.backend.guest_sleep_after_s == 30
+    assert settings.backend.egress_allow == ["10.1.2.0/24"]
+    backend = create_backend(settings.backend)
+    ASKED.clear()
+    own = SandboxLimits(cpus=0.5, runtime="runsc")
+    for spec in (SandboxSpec(image="ubuntu:24.04"), SandboxSpec(image="python:3.11", limits=own)):
+        with pytest.raises(SandboxStartError, match="no cluster"):
+            anyio.run(backend.start, spec)
+    mapped, chosen = ASKED
+    assert mapped.image == "orsbox/debian:bookworm"
+    limits = mapped.limits
+    assert (limits.memory_bytes, limits.cpus, limits.pids) == (2 * 1024**3, 2.0, 512)
+    assert chosen.image == "python:3.11"
+    limits = chosen.limits
+    assert (limits.memory_bytes, limits.cpus, limits.runtime) == (2 * 1024**3, 0.5, "runsc")
+
+    assert backend.capabilities.runtime == "gvisor"
+    assert backend.capabilities.offers_runtime("runsc")
+    assert refusal(SandboxLimits(runtime="runsc"), settings) is None
+    refused = refusal(SandboxLimits(runtime="kata"), settings) or ""
+    hint = """ORSBOX_BACKEND='{"type": "skeleton", "allow_runtimes": ["runsc", "kata"]}'"""
+    assert hint in refused
+    assert parse_config(json.loads(hint.split("'")[1])).allow_runtimes == ["runsc", "kata"]
+
+
+def test_without_options_the_factory_adds_nothing(skeleton: type[SkeletonConfig]) -> None:
+    assert type(create_backend(SkeletonConfig())) is SkeletonBackend
+    assert type(create_backend(FakeConfig())) is FakeBackend

@@ -7,15 +7,26 @@ the CLI offers as flags for it (`flags`: `orsbox serve --runtime runsc` is Docke
 `runtime` field) and what `orsbox doctor` calls what runs its sandboxes (`title`,
 `unreachable`). So the factory (`orsbox.sandbox.config`) lists the config classes and
 nothing outside a backend's package names its options, its engine or its fixes.
+
+The operator's options every backend takes are fields of `BackendConfig` itself, so a
+new backend accepts them without a line of its own: `image_map`, `default_limits` and
+`allow_runtimes` are applied once, in front of whatever backend the factory makes
+(`orsbox.sandbox.operator_options`); `guest_sleep_after_s` is handed to the guest by a
+backend that starts one (`orsbox.sandbox.guest.start.start_guest`), and `egress_allow`
+to the guard of a backend that gives sandboxes a network.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orsbox.sandbox.diagnosis import EngineCheck
+from orsbox.sandbox.image_map import ImageMap
 
 if TYPE_CHECKING:
     from orsbox.sandbox.base import SandboxBackend, SandboxLimits
@@ -44,15 +55,57 @@ class DefaultLimits(ConfigModel):
 
 class BackendConfig(ConfigModel):
     """One backend's configuration. A subclass sets `type` to a `Literal` of its name
-    (the tag `ORSBOX_BACKEND='{"type": ...}'` chooses it by) and implements `create`."""
+    (the tag `ORSBOX_BACKEND='{"type": ...}'` chooses it by) and implements `create`;
+    the operator's options below are every backend's."""
 
     type: str
+    allow_runtimes: list[str] = Field(
+        default_factory=list,
+        description="runtimes an environment may ask for in its limits, besides the configured "
+        "one (a backend that chooses a runtime per sandbox)",
+    )
+    image_map: list[str] = Field(
+        default_factory=list,
+        description="image rewrite rules FROM=TO applied to every sandbox's image "
+        "(see orsbox.sandbox.image_map), e.g. ubuntu:24.04=orsbox/debian:bookworm",
+    )
+    default_limits: DefaultLimits = Field(
+        default_factory=DefaultLimits,
+        description="limits for sandboxes whose environment sets none of its own, e.g. "
+        '{"memory_bytes": 2147483648, "cpus": 2}',
+    )
+    egress_allow: list[str] = Field(
+        default_factory=lambda: _env_list("ORSBOX_EGRESS_ALLOW"),
+        description="CIDRs a networked sandbox may reach although they are private, "
+        "link-local or the host's own (docs/network.md), e.g. an internal package mirror; "
+        "default: ORSBOX_EGRESS_ALLOW, comma-separated",
+    )
+    guest_sleep_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds a sandbox's guest may sit idle, nothing of the sandbox's "
+        "running but its shell, before it sleeps: a native sleeper (84 KiB; a waiting "
+        "bash where the host has no musl-gcc) replaces the python interpreter (3.4 MiB), "
+        "answers plain shell calls itself and wakes the interpreter for anything else "
+        "(docs/operating/sizing.md); default: never",
+    )
 
     # fields `orsbox serve` and `orsbox run` take as flags (`--engine`, `--runtime`),
     # their help the field's description: the flags and ORSBOX_BACKEND never drift apart
     flags: ClassVar[tuple[str, ...]] = ()
     # what runs this backend's sandboxes, in `orsbox doctor`'s first line
     title: ClassVar[str] = "sandbox backend"
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        return parse_cidrs(values)
+
+    @field_validator("image_map")
+    @classmethod
+    def _rules(cls, rules: list[str]) -> list[str]:
+        ImageMap.parse(rules)  # a malformed rule fails here, at startup
+        return rules
 
     @classmethod
     def tag(cls) -> str:
@@ -76,3 +129,21 @@ class BackendConfig(ConfigModel):
         """`orsbox doctor`'s answer, with a fix, when the backend cannot be made or does
         not answer (`error`)."""
         return EngineCheck(self.title, False, str(error))
+
+
+def parse_cidrs(values: Iterable[str]) -> list[str]:
+    """Validated, normalised CIDRs; raises ValueError naming a bad one."""
+    cidrs = []
+    for value in values:
+        value = value.strip()
+        if not value:
+            continue
+        try:
+            cidrs.append(str(ipaddress.ip_network(value, strict=False)))
+        except ValueError:
+            raise ValueError(f"{value!r} is not an address or CIDR (e.g. 10.1.2.0/24)") from None
+    return cidrs
+
+
+def _env_list(name: str) -> list[str]:
+    return [part for part in os.environ.get(name, "").split(",") if part.strip()]

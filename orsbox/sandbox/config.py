@@ -23,6 +23,7 @@ from orsbox.errors import SandboxError
 from orsbox.sandbox.backend_config import BackendConfig
 from orsbox.sandbox.docker.config import DockerConfig
 from orsbox.sandbox.fake import FakeConfig
+from orsbox.sandbox.operator_options import OperatorOptions, gives_options
 
 if TYPE_CHECKING:
     from orsbox.sandbox.base import SandboxBackend
@@ -86,9 +87,13 @@ def create_backend(
     server_id: str | None = None,
     start_concurrency: int | None = None,
 ) -> SandboxBackend:
-    """The backend `config` describes (default: Docker on the default engine)."""
+    """The backend `config` describes (default: Docker on the default engine), behind
+    the operator's options it gives (`orsbox.sandbox.operator_options`): whatever the
+    backend, its sandboxes start from mapped images with the default limits, and the
+    runtimes allowed are offered."""
     config = config or default_config()
-    return config.create(server_id=server_id, start_concurrency=start_concurrency)
+    backend = config.create(server_id=server_id, start_concurrency=start_concurrency)
+    return OperatorOptions(backend, config) if gives_options(config) else backend
 
 
 def with_backend(

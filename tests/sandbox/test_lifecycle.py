@@ -331,9 +331,12 @@ async def test_shell_round_trip_latency(sandbox: DockerSandbox) -> None:
 
 
 async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image: str) -> None:
+    """Through the factory, which applies the operator's options in front of any backend
+    (`orsbox.sandbox.operator_options`)."""
+    from orsbox.sandbox.config import create_backend
     from orsbox.sandbox.docker.config import DockerConfig
 
-    backend = DockerBackend(config=DockerConfig(image_map=[f"ubuntu:24.04={base_image}"]))
+    backend = create_backend(DockerConfig(image_map=[f"ubuntu:24.04={base_image}"]))
     try:
         sandbox = await backend.start(SandboxSpec(image="ubuntu:24.04", session_id="mapped"))
         assert (await sandbox.shell("echo mapped")).output == "mapped\n"
@@ -346,10 +349,11 @@ async def test_the_configured_image_map_rewrites_every_sandbox_image(base_image:
 async def test_the_configured_default_limits_reach_the_container(
     base_image: str, docker_client: docker.DockerClient
 ) -> None:
+    from orsbox.sandbox.config import create_backend
     from orsbox.sandbox.docker.config import DockerConfig
 
     config = DockerConfig(default_limits={"memory_bytes": 300 * 1024**2, "cpus": 0.5})
-    backend = DockerBackend(config=config)
+    backend = create_backend(config)
     try:
         own = SandboxSpec(image=base_image, session_id="own", limits=SandboxLimits(cpus=0.25))
         defaulted = await backend.start(SandboxSpec(image=base_image, session_id="defaulted"))

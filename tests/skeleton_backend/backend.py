@@ -35,7 +35,8 @@ class SkeletonBackend(SandboxBackend):
 
     async def start(self, spec: SandboxSpec) -> SkeletonSandbox:
         # The guest's part is neutral: attach to the pod (`kubectl attach -i`), then
-        # `orsbox.sandbox.guest.start.start_guest(sock, name)`, and for exec(user=...)
+        # `orsbox.sandbox.guest.start.start_guest(sock, name,
+        # sleep_after_s=self.config.guest_sleep_after_s)`, and for exec(user=...)
         # `SubGuests(channel, name, start_as)` with `start_as` a `kubectl exec -i`.
         raise NotImplementedError("create a pod, wait until it runs, open its guest")
 

@@ -32,7 +32,6 @@ import secrets
 import shlex
 import socket
 import time
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -74,7 +73,6 @@ from orsbox.sandbox.guest.sleeper import sleeper_binary
 from orsbox.sandbox.guest.start import SubGuests, start_guest
 from orsbox.sandbox.host_limits import HostLimit, kernel_limits
 from orsbox.sandbox.host_state import HostStateSwept
-from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.images import BASE_IMAGE
 from orsbox.sandbox.labels import label_value
 from orsbox.sandbox.start_limit import StartLimit
@@ -109,7 +107,6 @@ class DockerBackend(SandboxBackend):
         docstring says why)."""
         self.server_id = server_id or default_server_id()
         self.config = config or DockerConfig()
-        self.image_map = ImageMap.parse(self.config.image_map)
         address = engine_address(self.config) if client is None else None
         self.engine = Engine(client, address)
         self._run_options = dict(run_options or {})
@@ -153,7 +150,6 @@ class DockerBackend(SandboxBackend):
             runtime_choice=True,
             snapshots=True,
             runtime=self.config.runtime,
-            allowed_runtimes=tuple(self.config.allow_runtimes),
             engine=self.engine.product if podman else None,
         )
 
@@ -181,7 +177,6 @@ class DockerBackend(SandboxBackend):
             return await self._start_once(spec)
 
     async def _start_once(self, spec: SandboxSpec) -> DockerSandbox:
-        spec = self._configured(spec)
         name = container_name(spec.session_id)
         labels = L.sandbox_labels(self.server_id, spec.session_id, spec.labels)
         try:
@@ -284,22 +279,6 @@ class DockerBackend(SandboxBackend):
             return [*kernel, *engine_limits(self.engine.address or DEFAULT_ENGINE)]
 
         return await anyio.to_thread.run_sync(read)
-
-    async def pull_image(self, image: str, progress: Callable[[str], None] | None = None) -> None:
-        """Into the configured engine, under the image map's name (as `start` would
-        look for it); `progress` is called from a worker thread."""
-        await self._images.pull(
-            self.image_map.rewrite(image) if self.image_map else image, progress
-        )
-
-    def _configured(self, spec: SandboxSpec) -> SandboxSpec:
-        """`spec` as this engine runs it: its image through the image map, and the
-        operator's default limits where the environment set none."""
-        limits = self.config.default_limits.apply(spec.limits)
-        image = self.image_map.rewrite(spec.image) if self.image_map else spec.image
-        if limits is spec.limits and image == spec.image:
-            return spec
-        return spec.model_copy(update={"image": image, "limits": limits})
 
     def runtime_for(self, spec: SandboxSpec) -> str | None:
         """The OCI runtime `spec` runs under: its own when it asks for one, else the

@@ -12,12 +12,11 @@ import os
 from typing import TYPE_CHECKING, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from orsbox.errors import SandboxError
-from orsbox.sandbox.backend_config import BackendConfig, DefaultLimits
+from orsbox.sandbox.backend_config import BackendConfig
 from orsbox.sandbox.diagnosis import EngineCheck
-from orsbox.sandbox.image_map import ImageMap
 
 if TYPE_CHECKING:
     from orsbox.sandbox.docker.backend import DockerBackend
@@ -43,35 +42,6 @@ class DockerConfig(BackendConfig):
         description="OCI runtime for every sandbox, e.g. runsc (gVisor); default: the "
         "engine's own (runc)",
     )
-    allow_runtimes: list[str] = Field(
-        default_factory=list,
-        description="runtimes an environment may ask for in its limits, besides `runtime`",
-    )
-    image_map: list[str] = Field(
-        default_factory=list,
-        description="image rewrite rules FROM=TO applied to every sandbox's image "
-        "(see orsbox.sandbox.image_map), e.g. ubuntu:24.04=orsbox/debian:bookworm",
-    )
-    default_limits: DefaultLimits = Field(
-        default_factory=DefaultLimits,
-        description="limits for sandboxes whose environment sets none of its own, e.g. "
-        '{"memory_bytes": 2147483648, "cpus": 2}',
-    )
-    egress_allow: list[str] = Field(
-        default_factory=lambda: _env_list("ORSBOX_EGRESS_ALLOW"),
-        description="CIDRs a networked sandbox may reach although they are private, "
-        "link-local or the host's own (docs/network.md), e.g. an internal package mirror; "
-        "default: ORSBOX_EGRESS_ALLOW, comma-separated",
-    )
-    guest_sleep_after_s: float | None = Field(
-        default=None,
-        gt=0,
-        description="seconds a sandbox's guest may sit idle, nothing of the sandbox's "
-        "running but its shell, before it sleeps: a native sleeper (84 KiB; a waiting "
-        "bash where the host has no musl-gcc) replaces the python interpreter (3.4 MiB), "
-        "answers plain shell calls itself and wakes the interpreter for anything else "
-        "(docs/operating/sizing.md); default: never",
-    )
     egress_proxy_hosts_file: str | None = Field(
         default=None,
         description="a hosts file the allow-list proxy (squid's hosts_file) resolves names "
@@ -80,19 +50,6 @@ class DockerConfig(BackendConfig):
 
     flags: ClassVar[tuple[str, ...]] = ("runtime", "engine")
     title: ClassVar[str] = "Docker engine"
-
-    @field_validator("egress_allow")
-    @classmethod
-    def _cidrs(cls, values: list[str]) -> list[str]:
-        from orsbox.sandbox.docker.egress import parse_cidrs
-
-        return parse_cidrs(values)
-
-    @field_validator("image_map")
-    @classmethod
-    def _rules(cls, rules: list[str]) -> list[str]:
-        ImageMap.parse(rules)  # a malformed rule fails here, at startup
-        return rules
 
     def create(
         self, *, server_id: str | None = None, start_concurrency: int | None = None
@@ -157,10 +114,6 @@ def is_gvisor(runtime: str | None) -> bool:
     return runtime is not None and (
         runtime == GVISOR_RUNTIME or runtime.startswith(GVISOR_RUNTIME + "-")
     )
-
-
-def _env_list(name: str) -> list[str]:
-    return [part for part in os.environ.get(name, "").split(",") if part.strip()]
 
 
 def _loopback(host: str) -> bool:

@@ -41,11 +41,12 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orsbox.errors import SandboxError
+from orsbox.sandbox.backend_config import parse_cidrs
 from orsbox.sandbox.docker import labels as L
 
 log = logging.getLogger("orsbox.sandbox.docker.egress")
@@ -124,20 +125,6 @@ def host_resolvers(path: Path = RESOLV_CONF) -> list[str]:
             if not address.is_loopback:
                 found.append(str(address))
     return found
-
-
-def parse_cidrs(values: Iterable[str]) -> list[str]:
-    """Validated, normalised CIDRs; raises ValueError naming a bad one."""
-    cidrs = []
-    for value in values:
-        value = value.strip()
-        if not value:
-            continue
-        try:
-            cidrs.append(str(ipaddress.ip_network(value, strict=False)))
-        except ValueError:
-            raise ValueError(f"{value!r} is not an address or CIDR (e.g. 10.1.2.0/24)") from None
-    return cidrs
 
 
 def _family(cidr: str) -> str:
