@@ -5,8 +5,9 @@
   that reason and writes it before the text itself, so it gets the bare text; ors-sdk
   (which shows only `error`) gets `reason: text`.
 * `error` events: `reason: message` with orsbox's names (`tool_failed`,
-  `grading_error`, `sandbox_gone`, `timeout`, `refused_by_policy`); both clients show the
-  text as their exception's message.
+  `grading_error`, `sandbox_gone`, `timeout`, `refused_by_policy`), `[infra] ` before
+  the label when the failure is not the model's; both clients show the text as their
+  exception's message.
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ from tests.sse_client import post_sse
 FAILING = "tests/fixture_envs/failing_envs.py:Failing"
 DIALOGUE = "tests/fixture_envs/openreward_envs.py:Dialogue"
 
-# tool -> (reason, the message after the label)
+# tool -> (the label, marked `[infra]` when not the model's fault; the message after it)
 RAISED = {
     "crash": ("tool_failed", "tool 'crash' failed: ValueError: kaboom"),
-    "gone": ("sandbox_gone", "tool 'gone' failed: SandboxGone: the sandbox was killed"),
-    "slow": ("timeout", "tool 'slow' failed: TimeoutError: the command took too long"),
+    "gone": ("[infra] sandbox_gone", "tool 'gone' failed: SandboxGone: the sandbox was killed"),
+    "slow": ("[infra] timeout", "tool 'slow' failed: TimeoutError: the command took too long"),
     "forbidden": ("refused_by_policy", "tool 'forbidden' failed: Forbidden: network access"),
-    "ungradable": ("grading_error", "grading error [no-reward-file]: the verifier wrote no"),
+    "ungradable": (
+        "[infra] grading_error",
+        "grading error [no-reward-file]: the verifier wrote no",
+    ),
 }
 INVALID = "invalid input for tool 'submit': answer: Input should be a valid string"
 

@@ -120,7 +120,7 @@ def test_a_grading_error_is_the_submit_calls_error_counted_and_recorded(
     server, db = graded_server
     stream, sid = submitted(server, 1)
     assert stream.events[1:] == [
-        ("error", f"grading_error: grading error [runner-missing]: {MISSING}")
+        ("error", f"[infra] grading_error: grading error [runner-missing]: {MISSING}")
     ]
     row = wait_for_episode(db, sid)
     assert (row["state"], row["grading_cause"], row["final_reward"]) == (

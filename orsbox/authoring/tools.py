@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ValidationError
 
 from orsbox.authoring.user_code import call_user
-from orsbox.errors import Forbidden, GradingError, PolicyViolation, SandboxGone
+from orsbox.errors import (
+    Forbidden,
+    GradingError,
+    PolicyViolation,
+    SandboxError,
+    SandboxFileError,
+    SandboxGone,
+)
 from orsbox.protocol.reasons import Reason
 from orsbox.protocol.types import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 
@@ -51,17 +58,23 @@ class ToolError(Exception):
 
 class ToolRaised(Exception):
     """A tool raised: the call ends with an SSE `error` event carrying this message,
-    labelled with `reason` (`orsbox.protocol.reasons`)."""
+    labelled with `reason` (`orsbox.protocol.reasons`), and marked `[infra]` when
+    `infra`: the failure is the host's, not the model's."""
 
-    def __init__(self, message: str, reason: Reason = Reason.TOOL_FAILED) -> None:
+    def __init__(
+        self, message: str, reason: Reason = Reason.TOOL_FAILED, *, infra: bool = False
+    ) -> None:
         super().__init__(message)
         self.reason = reason
+        self.infra = infra
 
 
 def reason_of(error: BaseException) -> Reason:
     """The reason a tool's exception ends its call with, by the exception's type."""
     if isinstance(error, SandboxGone):
         return Reason.SANDBOX_GONE
+    if isinstance(error, SandboxError) and not isinstance(error, SandboxFileError):
+        return Reason.SANDBOX_ERROR
     if isinstance(error, TimeoutError):
         return Reason.TIMEOUT
     if isinstance(error, Forbidden | PolicyViolation):
@@ -69,8 +82,22 @@ def reason_of(error: BaseException) -> Reason:
     return Reason.TOOL_FAILED
 
 
+def is_infra_error(error: BaseException) -> bool:
+    """Whether a tool's exception is the host's failure, not the model's: the sandbox
+    died or its layer failed (an engine that does not answer, a container that did not
+    start; a file the agent named that is not there is the agent's), or a timeout
+    escaped the tool (the episode's time limit is `ToolRaised`, never this)."""
+    if isinstance(error, SandboxFileError):
+        return False
+    return isinstance(error, SandboxError | TimeoutError)
+
+
 def _failed(name: str, error: Exception) -> ToolRaised:
-    return ToolRaised(f"tool {name!r} failed: {type(error).__name__}: {error}", reason_of(error))
+    return ToolRaised(
+        f"tool {name!r} failed: {type(error).__name__}: {error}",
+        reason_of(error),
+        infra=is_infra_error(error),
+    )
 
 
 def as_zero_reward(error: GradingError) -> ToolOutput:

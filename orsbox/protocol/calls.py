@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from orsbox.clock import SYSTEM_CLOCK, Clock
+from orsbox.protocol.reasons import Reason, labelled
 
 Event = dict[str, str]
 
@@ -131,13 +132,12 @@ class CallRegistry:
         try:
             record.events = await run()
         except asyncio.CancelledError:
-            record.events = [
-                {"event": "error", "data": "tool call cancelled: server shutting down"}
-            ]
+            shutdown = "tool call cancelled: server shutting down"
+            record.events = [_host_error(shutdown)]
             raise
         except Exception as e:  # the runner converts tool errors; this is a server fault
             log.error("internal error in tool call %s", record.task_id, exc_info=e)
-            record.events = [{"event": "error", "data": f"internal error: {type(e).__name__}"}]
+            record.events = [_host_error(f"internal error: {type(e).__name__}")]
         finally:
             record.done.set()
             self._keep(record)
@@ -147,3 +147,8 @@ class CallRegistry:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _host_error(text: str) -> Event:
+    """An `error` event of the host's own failure, marked `[infra]`: not the model's."""
+    return {"event": "error", "data": labelled(Reason.SERVER_ERROR, text, infra=True)}

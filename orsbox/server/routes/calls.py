@@ -51,15 +51,18 @@ async def run_call(
         try:
             async with session.call_lock:
                 if session.env is None:
-                    return [_error_event(Reason.SESSION_DELETED, "session was deleted")]
+                    deleted = "session was deleted"
+                    return [_error_event(Reason.SESSION_DELETED, deleted, infra=True)]
                 result = await call_tool(session.env, call.name, call.input)
         except GradingError as e:
             watch.grading_failed(e)
             if not session.grading_errors_as_zero:  # an outcome, not a bug: no trace
-                return _error(session, watch, Reason.GRADING_ERROR, e.wire(), trace=None)
+                return _error(
+                    session, watch, Reason.GRADING_ERROR, e.wire(), trace=None, infra=True
+                )
             result = RunToolSuccess(output=as_zero_reward(e))
         except ToolRaised as e:
-            return _error(session, watch, e.reason, str(e), trace=e.__cause__)
+            return _error(session, watch, e.reason, str(e), trace=e.__cause__, infra=e.infra)
         if isinstance(result, RunToolError) and result.reason and not labels_reasons:
             result = result.model_copy(update={"error": labelled(result.reason, result.error)})
         payload = LIVE_SECRETS.redact(result.model_dump_json())
@@ -68,18 +71,25 @@ async def run_call(
 
 
 def _error(
-    session: Session, watch: CallWatch, reason: Reason, text: str, trace: BaseException | None
+    session: Session,
+    watch: CallWatch,
+    reason: Reason,
+    text: str,
+    trace: BaseException | None,
+    *,
+    infra: bool,
 ) -> list[Event]:
     """The call's `error` event: logged (with the tool's own exception, if any), counted
-    and recorded, secrets redacted, labelled with its reason."""
+    and recorded, secrets redacted, labelled with its reason, marked `[infra]` when the
+    failure is not the model's (`orsbox.protocol.reasons`)."""
     log.warning("session %s: %s", session.sid, text, exc_info=trace)
     message = LIVE_SECRETS.redact(text)
     watch.raised(message)
-    return [_error_event(reason, message)]
+    return [_error_event(reason, message, infra=infra)]
 
 
-def _error_event(reason: Reason, message: str) -> Event:
-    return {"event": "error", "data": labelled(reason, message)}
+def _error_event(reason: Reason, message: str, *, infra: bool) -> Event:
+    return {"event": "error", "data": labelled(reason, message, infra=infra)}
 
 
 def renders_reason(user_agent: str) -> bool:
