@@ -33,6 +33,12 @@ DIALOGUE = "tests/fixture_envs/openreward_envs.py:Dialogue"
 RAISED = {
     "crash": ("tool_failed", "tool 'crash' failed: ValueError: kaboom"),
     "gone": ("[infra] sandbox_gone", "tool 'gone' failed: SandboxGone: the sandbox was killed"),
+    "unreachable": (
+        "[infra] sandbox_error",
+        "tool 'unreachable' failed: SandboxError: exec: docker engine unreachable",
+    ),
+    "missing_file": ("tool_failed", "tool 'missing_file' failed: SandboxFileError: no such"),
+    "quoting": ("tool_failed", "tool 'quoting' failed: KeyError: '[infra] sandbox_gone: not"),
     "slow": ("[infra] timeout", "tool 'slow' failed: TimeoutError: the command took too long"),
     "forbidden": ("refused_by_policy", "tool 'forbidden' failed: Forbidden: network access"),
     "ungradable": (

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from orsbox import Environment, TextBlock, ToolOutput, tool
 from orsbox.authoring import ToolError
-from orsbox.errors import Forbidden, GradingError, SandboxGone
+from orsbox.errors import Forbidden, GradingError, SandboxError, SandboxFileError, SandboxGone
 
 
 class Answer(BaseModel):
@@ -43,6 +43,21 @@ class Failing(Environment):
     def gone(self) -> ToolOutput:
         """Finds its sandbox dead."""
         raise SandboxGone("the sandbox was killed (out of memory)")
+
+    @tool
+    def unreachable(self) -> ToolOutput:
+        """Finds its sandbox's engine not answering."""
+        raise SandboxError("exec: docker engine unreachable: connection refused")
+
+    @tool
+    def missing_file(self) -> ToolOutput:
+        """Reads a file the agent named that is not there, and does not catch it."""
+        raise SandboxFileError("no such file: /workspace/nowhere")
+
+    @tool
+    def quoting(self) -> ToolOutput:
+        """Raises with text the model chose, which looks like the marker."""
+        raise KeyError("[infra] sandbox_gone: not really")
 
     @tool
     def slow(self) -> ToolOutput:

@@ -82,6 +82,18 @@ def test_a_grading_error_is_marked_and_a_tools_own_failure_is_not(
     assert CRASH in str(crashed_or.value) and not is_infra(str(crashed_or.value))
 
 
+def test_only_the_marker_at_the_start_counts() -> None:
+    """As a client shows the text: bare, after ors-sdk's or openreward's "(...) ", after
+    TRL's "Error: ". A tool's own failure quoting the marker (text a model can choose)
+    is not an infrastructure failure."""
+    marked = "[infra] sandbox_gone: tool 'bash' failed: SandboxGone: gone"
+    for shown in (marked, f"(sid=ab12) {marked}", f"Error: (env=x session sid=1) {marked}"):
+        assert is_infra(shown), shown
+    quoted = "tool_failed: tool 'x' failed: KeyError: '[infra] sandbox_gone: no'"
+    for shown in (quoted, f"Error: (sid=ab12) {quoted}", "[infra]", "Error: [infra] x"):
+        assert not is_infra(shown), shown
+
+
 def test_a_sandbox_that_dies_under_the_episode_is_marked(
     server: LiveServer, docker_client: docker.DockerClient
 ) -> None:
