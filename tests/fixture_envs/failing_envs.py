@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from orsbox import Environment, TextBlock, ToolOutput, tool
@@ -12,6 +14,16 @@ from orsbox.errors import Forbidden, GradingError, SandboxError, SandboxFileErro
 
 class Answer(BaseModel):
     answer: str
+
+
+def _raising(error: Exception, doc: str) -> Any:
+    """A tool without parameters that raises `error`."""
+
+    def raises(self: Environment) -> ToolOutput:
+        raise error
+
+    raises.__doc__ = doc
+    return tool(raises)
 
 
 class Failing(Environment):
@@ -44,20 +56,19 @@ class Failing(Environment):
         """Finds its sandbox dead."""
         raise SandboxGone("the sandbox was killed (out of memory)")
 
-    @tool
-    def unreachable(self) -> ToolOutput:
-        """Finds its sandbox's engine not answering."""
-        raise SandboxError("exec: docker engine unreachable: connection refused")
-
-    @tool
-    def missing_file(self) -> ToolOutput:
-        """Reads a file the agent named that is not there, and does not catch it."""
-        raise SandboxFileError("no such file: /workspace/nowhere")
-
-    @tool
-    def quoting(self) -> ToolOutput:
-        """Raises with text the model chose, which looks like the marker."""
-        raise KeyError("[infra] sandbox_gone: not really")
+    # the sandbox layer's failures, and text that only looks like the `[infra]` marker
+    unreachable = _raising(
+        SandboxError("exec: docker engine unreachable: connection refused"),
+        "Finds its sandbox's engine not answering.",
+    )
+    missing_file = _raising(
+        SandboxFileError("no such file: /workspace/nowhere"),
+        "Reads a file the agent named that is not there, and does not catch it.",
+    )
+    quoting = _raising(
+        KeyError("[infra] sandbox_gone: not really"),
+        "Raises with text the model chose, which looks like the marker.",
+    )
 
     @tool
     def slow(self) -> ToolOutput:
