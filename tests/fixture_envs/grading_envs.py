@@ -15,8 +15,9 @@ class Answer(BaseModel):
 
 
 class Graded(Environment):
-    """Task 0 grades; task 1's grader cannot run (its runner is missing); task 2's
-    grader raises an ordinary exception."""
+    """Task 0 grades (the answer 4); task 1's grader cannot run (its runner is
+    missing); task 2's grader raises an ordinary exception; task 3 grades (the answer 7,
+    the one tests/integrations/test_trl_grpo.py's model gives)."""
 
     @classmethod
     def list_splits(cls):
@@ -28,6 +29,7 @@ class Graded(Environment):
             {"question": "[graded] what is 2+2?", "grader": "ok"},
             {"question": "[runner missing] what is 3+3?", "grader": "missing"},
             {"question": "[grader raises] what is 4+4?", "grader": "raises"},
+            {"question": "[graded] what is 3+4?", "grader": "ok", "answer": "7"},
         ]
 
     def get_prompt(self):
@@ -41,5 +43,5 @@ class Graded(Environment):
             raise GradingError(MISSING, cause="runner-missing")
         if grader == "raises":
             raise ValueError("the grader crashed")
-        reward = 1.0 if params.answer.strip() == "4" else 0.0
+        reward = 1.0 if params.answer.strip() == self.task_spec.get("answer", "4") else 0.0
         return ToolOutput(blocks=[TextBlock(text=f"reward {reward}")], reward=reward, finished=True)

@@ -100,23 +100,37 @@ def tool_calling_model(tokenizer: Any) -> Any:
     return model
 
 
-def test_grpo_trains_two_steps_on_orsbox_rewards(
-    server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENREWARD_SESSION_URL", server.url)
+def train_two_steps(
+    url: str,
+    env_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    indices: list[int],
+    masked: bool,
+) -> tuple[list[list[float | None]], list[dict[str, Any]]]:
+    """Two GRPO steps on two tasks of `env_name` (two prompts, groups of two): the
+    rewards each batch got, and the trainer's logged entries. `masked`: the reward and
+    the factory of `orsbox.integrations.trl.mask_infra_failures`, not the spec's."""
+    monkeypatch.setenv("OPENREWARD_SESSION_URL", url)
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     pytest.importorskip("torch", reason="pip install torch==2.13.0, then -e '.[trl]'")
     from trl import GRPOConfig, GRPOTrainer
     from trl.experimental.openreward import OpenRewardSpec
 
+    from orsbox.integrations.trl import mask_infra_failures
+
     tokenizer = trained_tokenizer()
     assert len(tokenizer.encode(TOOL_CALL, add_special_tokens=False)) == 1
     model = tool_calling_model(tokenizer)
-    spec = OpenRewardSpec(server.url, env_name="math", num_tasks=2)
+    spec = OpenRewardSpec(url, env_name=env_name, indices=indices)
+    factory, scored = spec.environment_factory, spec.reward_funcs
+    if masked:
+        factory, scored = mask_infra_failures(spec)
     rewards_seen: list[list[float | None]] = []
 
     def reward(environments, **kwargs) -> list[float | None]:
-        found = spec.reward_funcs(environments=environments, **kwargs)
+        found = scored(environments=environments, **kwargs)
         rewards_seen.append(found)
         return found
 
@@ -140,7 +154,7 @@ def test_grpo_trains_two_steps_on_orsbox_rewards(
         processing_class=tokenizer,
         args=args,
         train_dataset=spec.train_dataset,
-        environment_factory=spec.environment_factory,
+        environment_factory=factory,
         reward_funcs=reward,
     )
     try:
@@ -149,8 +163,37 @@ def test_grpo_trains_two_steps_on_orsbox_rewards(
         for env in trainer.environments or []:
             env._close()
         spec._sdk_client.environments.close()
+    return rewards_seen, [entry for entry in trainer.state.log_history if "reward" in entry]
+
+
+def test_grpo_trains_two_steps_on_orsbox_rewards(
+    server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rewards_seen, logged = train_two_steps(
+        server.url, "math", tmp_path, monkeypatch, indices=[0, 1], masked=False
+    )
     assert len(rewards_seen) == 2  # one batch a step, each scored by orsbox
     for batch in rewards_seen:
         assert sorted(batch) == [0.0, 0.0, 1.0, 1.0], batch  # task 0 answered 7, task 1 not
-    logged = [entry for entry in trainer.state.log_history if "reward" in entry]
     assert [entry["reward"] for entry in logged] == [0.5, 0.5]
+
+
+def test_grpo_leaves_rollouts_whose_grader_could_not_run_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/infra-failures.md: task 1 of `graded` is a grading error (`[infra]`), task 3
+    answered right (7). With `mask_infra_failures` the trainer gets None for the first,
+    which it leaves out of its baseline and its logged mean: the mean is task 3's 1.0,
+    where a grading error scored 0.0 would have made it 0.5."""
+    (tmp_path / "server").mkdir()
+    live = start_server(["tests/fixture_envs/grading_envs.py:Graded"], tmp_path / "server")
+    try:
+        rewards_seen, logged = train_two_steps(
+            live.url, "graded", tmp_path, monkeypatch, indices=[3, 1], masked=True
+        )
+    finally:
+        live.stop()
+    assert len(rewards_seen) == 2
+    for batch in rewards_seen:
+        assert sorted(batch, key=str) == [1.0, 1.0, None, None], batch
+    assert [entry["reward"] for entry in logged] == [1.0, 1.0]
