@@ -16,7 +16,7 @@ import pytest
 from orsbox.cli.backend_options import with_backend
 from orsbox.errors import SandboxError, SandboxStartError
 from orsbox.sandbox import SandboxLimits, SandboxSpec, create_backend
-from orsbox.sandbox.config import load_config_file, parse_config, with_options
+from orsbox.sandbox.config import configured, load_config_file, parse_config, with_options
 from orsbox.sandbox.docker.config import DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.options import address_space_bound
 from orsbox.sandbox.fake import FakeBackend, FakeConfig
@@ -49,6 +49,21 @@ def test_a_backend_file_toml_or_json(tmp_path: Path, monkeypatch: pytest.MonkeyP
     json_file.write_text('{"type": "fake"}')
     monkeypatch.setenv("ORSBOX_BACKEND_FILE", str(json_file))
     assert Settings().backend == FakeConfig()
+
+
+def test_what_runs_without_the_servers_settings_reads_the_backend_as_they_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`configured()`, the harness integrations' backend, is `Settings().backend`."""
+    monkeypatch.delenv("ORSBOX_BACKEND", raising=False)
+    monkeypatch.delenv("ORSBOX_BACKEND_FILE", raising=False)
+    assert configured() == Settings().backend == DockerConfig()
+    monkeypatch.setenv("ORSBOX_BACKEND", '{"runtime": "runsc", "image_map": ["a=b"]}')
+    assert configured() == Settings().backend == DockerConfig(runtime="runsc", image_map=["a=b"])
+    json_file = tmp_path / "backend.json"
+    json_file.write_text('{"type": "fake", "allow_runtimes": ["runsc"]}')
+    monkeypatch.setenv("ORSBOX_BACKEND_FILE", str(json_file))  # the file wins
+    assert configured() == Settings().backend == FakeConfig(allow_runtimes=["runsc"])
 
 
 def test_cli_flags_lay_over_the_config() -> None:

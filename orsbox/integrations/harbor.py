@@ -2,8 +2,9 @@
 
 Harbor (0.26, Python >= 3.12) loads this class by its import path, so orsbox must be
 installed in Harbor's own virtual environment. Each trial's container is then an orsbox
-sandbox, on the local engine (the default) or, with `--ek url=... --ek token=...`, an
-API sandbox of an orsbox server or cluster router. Harbor's environment contract is
+sandbox, on the backend `ORSBOX_BACKEND` configures as for `orsbox serve` (the local
+Docker engine by default) or, with `--ek url=... --ek token=...`, an API sandbox of an
+orsbox server or cluster router. Harbor's environment contract is
 start, exec, upload/download of files and folders, and stop; this class meets it with
 the same handles the Inspect provider uses (`orsbox.integrations.handles`):
 
@@ -42,7 +43,7 @@ from orsbox.integrations.handles import LocalSandbox, RemoteSandbox, SandboxHand
 from orsbox.integrations.sandbox_client import SandboxApiClient
 from orsbox.integrations.streams import run_split
 from orsbox.sandbox.base import SandboxBackend, SandboxLimits, SandboxSpec
-from orsbox.sandbox.config import create_backend, with_options
+from orsbox.sandbox.config import configured, create_backend, with_options
 from orsbox.sandbox.image_map import ImageMap
 from orsbox.sandbox.images import ensure_built
 
@@ -117,13 +118,14 @@ class OrsboxEnvironment(BaseEnvironment):
         await self.ensure_dirs(self._mount_targets(writable_only=True))
 
     async def _start_local(self, limits: SandboxLimits, force_build: bool) -> SandboxHandle:
-        """On the default backend (Docker) with the options given, from the factory."""
+        """On the backend ORSBOX_BACKEND configures (as the server's; Docker by default)
+        with the options given laid over it, from the factory."""
         rules = [r for r in (self._options.image_map or "").split(",") if r.strip()]
         options = {"engine": self._options.engine, "runtime": self._options.runtime}
-        config = with_options(None, **options, image_map=rules or None)
+        config = with_options(configured(), **options, image_map=rules or None)
         self._backend = create_backend(config)
         spec = SandboxSpec(
-            image=await self._image(self._backend, ImageMap.parse(rules), force_build),
+            image=await self._image(self._backend, ImageMap.parse(config.image_map), force_build),
             limits=limits,
             env=self._merge_env(None) or {},
             labels={"orsbox.harbor.session": self.session_id},

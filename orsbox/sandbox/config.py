@@ -14,6 +14,7 @@ one entry here. Nothing else in orsbox names a backend's config class.
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -63,6 +64,17 @@ def load_config_file(path: Path) -> BackendConfig:
     text = path.read_text()
     data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     return parse_config(data.get("backend", data) if isinstance(data, dict) else data)
+
+
+def configured() -> BackendConfig:
+    """The backend the environment configures, as the server reads it (`Settings.backend`):
+    the file `ORSBOX_BACKEND_FILE` names, else the JSON in `ORSBOX_BACKEND`, else the
+    default. For what runs without the server's settings (the harness integrations)."""
+    path = os.environ.get("ORSBOX_BACKEND_FILE")
+    if path:
+        return load_config_file(Path(path))
+    text = os.environ.get("ORSBOX_BACKEND")
+    return parse_config(json.loads(text)) if text else default_config()
 
 
 def with_options(config: BackendConfig | None, **given: Any) -> BackendConfig:

@@ -47,13 +47,15 @@ def harbor_installed() -> None:
         pytest.skip(message)
 
 
-def harbor_run(task: Path, agent: str, jobs: Path, *kwargs: str) -> dict:
-    """One trial; its result.json."""
+def harbor_run(
+    task: Path, agent: str, jobs: Path, *kwargs: str, env: dict[str, str] | None = None
+) -> dict:
+    """One trial (`env`: variables besides this process's); its result.json."""
     argv = [str(HARBOR), "run", "-p", str(task), "-a", agent, "-e", ENVIRONMENT]
     argv += ["-o", str(jobs)]
     for kwarg in kwargs:
         argv += ["--ek", kwarg]
-    env = {**os.environ, **QUIET_HARBOR}
+    env = {**os.environ, **QUIET_HARBOR, **(env or {})}
     done = subprocess.run(
         argv, cwd=jobs.parent, env=env, capture_output=True, text=True, timeout=600
     )
@@ -97,11 +99,18 @@ def test_oracle_and_nop_through_orsbox_equal_orsbox_check(
     assert not docker_client.containers.list(all=True, filters={"label": LABEL})
 
 
-def test_harbors_template_task_as_it_ships(tmp_path: Path, base_image: str) -> None:
+@pytest.mark.parametrize("mapped_by", ["--ek", "ORSBOX_BACKEND"])
+def test_harbors_template_task_as_it_ships(tmp_path: Path, base_image: str, mapped_by: str) -> None:
     """Its test.sh writes no reward: Harbor's trial ends in its reward-file error
-    through orsbox's environment, as it does under Harbor's own verifier."""
-    mapped = "image_map=ubuntu:24.04=orsbox/debian:bookworm"
-    result = harbor_run(TEMPLATE, "oracle", tmp_path / "template", mapped)
+    through orsbox's environment, as it does under Harbor's own verifier. Its image
+    (`ubuntu:24.04`, from no registry here) is mapped by `--ek image_map=` or by the
+    backend `ORSBOX_BACKEND` configures, as the server's."""
+    rule = "ubuntu:24.04=orsbox/debian:bookworm"
+    if mapped_by == "--ek":
+        result = harbor_run(TEMPLATE, "oracle", tmp_path / "template", f"image_map={rule}")
+    else:
+        backend = {"ORSBOX_BACKEND": json.dumps({"image_map": [rule]})}
+        result = harbor_run(TEMPLATE, "oracle", tmp_path / "template", env=backend)
     assert reward(result) is None
     assert "RewardFileNotFound" in json.dumps(result["exception_info"])
 

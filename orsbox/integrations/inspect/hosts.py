@@ -19,7 +19,7 @@ from orsbox.integrations.handles import LocalSandbox, RemoteSandbox, SandboxHand
 from orsbox.integrations.inspect.config import DEFAULT_IMAGE, ConfigRefused, OrsboxSandboxConfig
 from orsbox.integrations.sandbox_client import SandboxApiClient
 from orsbox.sandbox.base import SandboxBackend, SandboxSpec
-from orsbox.sandbox.config import create_backend, with_options
+from orsbox.sandbox.config import configured, create_backend, with_options
 from orsbox.sandbox.images import ImageRecipe, ensure_built
 
 LABEL = "orsbox.inspect.task"
@@ -66,11 +66,12 @@ def image_tag(dockerfile: Path) -> str:
 
 
 class LocalHost:
-    """Sandboxes on the local engine through orsbox's default backend (Docker), from the
-    factory with the config's engine and runtime."""
+    """Sandboxes in this process on the backend ORSBOX_BACKEND configures, as the
+    server's (Docker on the local engine by default), from the factory with the config's
+    engine and runtime laid over it."""
 
     def __init__(self, config: OrsboxSandboxConfig) -> None:
-        options = with_options(None, engine=config.engine, runtime=config.runtime)
+        options = with_options(configured(), engine=config.engine, runtime=config.runtime)
         self.backend: SandboxBackend = create_backend(options)
         self.dockerfiles: set[str] = set()
         self.built: dict[str, str] = {}
