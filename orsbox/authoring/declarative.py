@@ -56,6 +56,7 @@ class DeclarativeEnvironment(ContainerEnvironment):
     folder: ClassVar[Path]
     split_tasks: ClassVar[dict[str, list[JSONObject]]]
     grader: ClassVar[Grader]
+    _submitted: ToolOutput | None = None  # the graded submit's output, once graded
 
     def __init__(
         self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
@@ -111,15 +112,23 @@ class DeclarativeEnvironment(ContainerEnvironment):
             raise
 
     async def grade_submission(self, params: dict[str, str]) -> ToolOutput:
-        grade = await self.run_grader(params, "submit")
-        return ToolOutput(
-            blocks=[TextBlock(text=grade.text)],
-            metadata=grade.metadata,
-            reward=grade.reward,
-            finished=True,
-        )
+        """The first `submit` is graded; every later one gets its finished output back,
+        reward unchanged: a model that reads the grader's output (a failing case's
+        expected value) cannot submit again to be scored on what it read. The calls of
+        a session run one at a time, so no second grading can start meanwhile."""
+        if self._submitted is None:
+            grade = await self.run_grader(params, "submit")
+            self._submitted = ToolOutput(
+                blocks=[TextBlock(text=grade.text)],
+                metadata=grade.metadata,
+                reward=grade.reward,
+                finished=True,
+            )
+        return self._submitted
 
     async def grade_step(self, output: ToolOutput) -> ToolOutput:
+        if self._submitted is not None:  # graded: a step after it changes no reward
+            return output.model_copy(update={"reward": self._submitted.reward})
         grade = await self.run_grader({}, "step")
         blocks = [*output.blocks, TextBlock(text=f"[grader] {grade.text}")]
         metadata = {**(output.metadata or {}), **grade.metadata}

@@ -130,11 +130,17 @@ def test_a_wrong_answer_gets_nothing(server: LiveServer) -> None:
         with environment.session(task=environment.list_tasks("train")[1]) as session:
             session.call_tool("bash", {"command": "echo rekcod > /workspace/out.txt"})
             result = session.call_tool("submit", {"answer": "docker"})
+            # graded once: neither a step (every_step) nor a second submit with the
+            # right answer changes the reward
+            step = session.call_tool("bash", {"command": "echo x > /workspace/out.txt"})
+            again = session.call_tool("submit", {"answer": "rekcod"})
     assert (result.reward, result.finished, result.blocks[0].text) == (
         0.0,
         True,
         "checked out.txt and your answer\nwrong",
     )
+    assert step.reward == 0.0 and "[grader]" not in str(step.blocks)  # not graded again
+    assert again == result
 
 
 def test_readable_task_files_are_warned_about(

@@ -118,7 +118,12 @@ def test_coding_through_the_adapter_leaves_no_container(
     assert len(_containers(docker_client, server)) >= 2
     said = _play(right, EXAMPLES / "train-0-correct.jsonl")
     assert said[1].startswith("True")  # bash ran in the sandbox
-    _play(wrong, EXAMPLES / "train-0-wrong.jsonl")
+    failed = _play(wrong, EXAMPLES / "train-0-wrong.jsonl")[-1]
+    assert "expected True" in failed  # the grader shows the failing cases ...
+    assert spec.reward_funcs(environments=[right, wrong]) == [1.0, 0.0]
+    # ... so the model fixes its solution and submits again: the first submit's
+    # output comes back, reward unchanged (a manifest's submit is graded once)
+    assert _play(wrong, EXAMPLES / "train-0-correct.jsonl")[-1] == failed
     assert spec.reward_funcs(environments=[right, wrong]) == [1.0, 0.0]
     assert (right.finished, wrong.finished) == (True, True)
     for env in (right, wrong):
