@@ -13,7 +13,9 @@ the Docker package, the fake's two modules) and the factory (`orsbox/sandbox/con
 is the one module that imports a home. Outside the homes and the factory nothing names
 a backend's classes, engine address, host tools or owner labels (`BACKEND_WORDS`), and
 only the factory tells backends apart (`KIND_DECIDERS`): elsewhere code asks the
-backend what it can do (`SandboxBackend.capabilities`). A home imports only the neutral
+backend what it can do (`SandboxBackend.capabilities`). A backend's SDK (the `docker`
+package) is imported in its home only (`SDK_HOMES`): images are built, pulled and
+pushed through the backend's image store. A home imports only the neutral
 contract (`orsbox.errors` and the sandbox modules that are no home and not the factory),
 and so does the skeleton backend in tests/skeleton_backend/, the files a pod-per-session
 backend adds: that is what keeps docs/backends.md's file count true. The conformance
@@ -125,14 +127,12 @@ KNOWN_BACKEND_WORDS: dict[str, str] = {
 
 # third-party packages a layer must never import (a prefix also forbids its submodules)
 FORBIDDEN_PACKAGES = {
-    "orsbox.protocol": ("docker", "fastapi", "starlette"),
+    "orsbox.protocol": ("fastapi", "starlette"),
     "orsbox.sandbox": ("fastapi", "starlette"),
-    "orsbox.authoring": ("docker",),
-    # images through the backend's image store (`orsbox.sandbox.images`), never the SDK
-    **{
-        f"orsbox.{layer}": ("docker",) for layer in ("formats", "bundle", "targets", "integrations")
-    },
 }
+# a backend's SDK, imported in its home only: elsewhere images go through the backend's
+# image store (`orsbox.sandbox.images`: builds, pulls, pushes), sandboxes through the contract
+SDK_HOMES = {"docker": DOCKER}
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT) -> str:
@@ -460,6 +460,10 @@ def package_violations(imports: Imports) -> list[str]:
         banned = next((b for layer, b in FORBIDDEN_PACKAGES.items() if reaches(module, layer)), ())
         if any(reaches(imported, package) for package in banned):
             found.add(f"{module} (line {line}) imports {imported}")
+        if any(
+            reaches(imported, sdk) and not reaches(module, home) for sdk, home in SDK_HOMES.items()
+        ):
+            found.add(f"{module} (line {line}) imports {imported} outside its backend's home")
     return sorted(found)
 
 
@@ -703,6 +707,28 @@ def test_a_new_kind_check_fails(package_copy: Path, check: str) -> None:
 )
 def test_each_forbidden_package_fails(package_copy: Path, layer: str, package: str) -> None:
     assert any(package in line for line in with_probe(package_copy, layer, f"import {package}"))
+
+
+@pytest.mark.parametrize("layer", [layer for layer in ALLOWED if layer != "orsbox.sandbox"])
+def test_a_backends_sdk_outside_its_home_fails(package_copy: Path, layer: str) -> None:
+    """Every layer but the sandbox's, whose Docker home alone may (the next test)."""
+    found = with_probe(package_copy, layer, "import docker.errors")
+    assert any("docker.errors outside its backend's home" in line for line in found), found
+
+
+def test_a_backends_sdk_in_the_sandbox_layer_only_in_its_home(package_copy: Path) -> None:
+    neutral = package_copy / "sandbox" / "layering_probe.py"
+    home = package_copy / "sandbox" / "docker" / "layering_probe.py"
+    for path in (neutral, home):
+        path.write_text("import docker\n")
+    try:
+        found = violations(package_copy)
+    finally:
+        neutral.unlink()
+        home.unlink()
+    assert found == [
+        "orsbox.sandbox.layering_probe (line 1) imports docker outside its backend's home"
+    ]
 
 
 def test_a_module_in_no_layer_fails(package_copy: Path) -> None:

@@ -3,6 +3,7 @@ them to the registry its cells pull through (`orsbox.cluster.pushing`, docs/clus
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ import typer
 from orsbox.cli.cluster import DEFAULT_STATE
 from orsbox.cli.dataset_options import FormatOptions, with_dataset_options
 from orsbox.errors import ManifestError
+from orsbox.settings import Settings
 
 app = typer.Typer(
     help="The images environments run in, and pushing them to a cluster's registry.",
@@ -75,19 +77,23 @@ def push(
     ] = DEFAULT_STATE,
     dataset: FormatOptions | None = None,
 ) -> None:
-    """Push the images the environments run in, from this machine's engine
-    (DOCKER_HOST) to the registry the cells pull through, with progress. Exits 1 when any
-    image could not be pushed (each is named with the reason)."""
-    import docker
-
+    """Push the images the environments run in, from the configured backend's image
+    store (ORSBOX_BACKEND: by default this machine's engine) to the registry the cells
+    pull through, with progress. Exits 1 when any image could not be pushed (each is
+    named with the reason)."""
     from orsbox.cluster.pushing import push as push_images
     from orsbox.cluster.registry import answers
+    from orsbox.sandbox.config import with_backend
 
     address = _registry_of(registry, state)
     if not answers(address):
         raise typer.BadParameter(f"no registry answers on {address}", param_hint="--registry")
     images = _images(targets, dataset)
-    report = push_images(docker.from_env(), images, address, typer.echo)
+    report = with_backend(
+        Settings().backend,
+        lambda backend: push_images(backend.images, images, address, typer.echo),
+        server_id=f"cli-{os.getpid()}",
+    )
     typer.echo(
         f"pushed {len(report.pushed)} of {len(images)} images to {address} "
         f"({report.bytes_sent / 1e6:.0f} MB)"

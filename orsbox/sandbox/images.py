@@ -102,6 +102,14 @@ class ImageStore(abc.ABC):
     async def read_folder(self, ref: str, path: str) -> bytes:
         """A tar of folder `path` in the image, read without running anything of it."""
 
+    async def push(
+        self, ref: str, target: str, progress: Callable[[str], None] | None = None
+    ) -> int:
+        """Send `ref` to a registry as `target` (`HOST:PORT/name:tag`), calling `progress`
+        with a line now and then; return the bytes sent. `ImageNotFound` when the store
+        lacks `ref`, `SandboxError` when the registry refuses it or the store cannot push."""
+        raise SandboxError(f"{type(self).__name__} cannot push images to a registry")
+
     async def offline_builds(self) -> str | None:
         """Why this store's builds reach no network (a sentence naming the engine), or
         None when nothing says so; the caller may then build elsewhere and `copy_from`."""

@@ -30,8 +30,10 @@ from orsbox.cluster.processes import Tracked
 from orsbox.cluster.pushing import push
 from orsbox.cluster.registry import answers, catalog, start_on_free_port
 from orsbox.cluster.router import IMAGE_HEADER
+from orsbox.sandbox.config import with_backend
 from orsbox.server.cells import cell_of
 from tests.cluster import instances
+from tests.runtimes import RUNSC_ENGINE, runtime_available
 from tests.servers import ROOT, free_port
 from tests.sse_client import post_sse
 
@@ -62,8 +64,10 @@ def dataset_file(made: list[str]) -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def orsbox(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def orsbox(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "orsbox.cli.main", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
@@ -171,6 +175,25 @@ def test_push_names_an_image_the_engine_lacks_and_fails(tmp_path: Path, made: li
     assert f"{missing}: failed: not on this engine: build, load or pull {missing}" in pushed.stdout
 
 
+def test_push_goes_from_the_configured_backends_engine() -> None:
+    """`orsbox images push` sends what the image store of the backend ORSBOX_BACKEND
+    configures holds (here gVisor's private engine, which holds the bundled images),
+    not what DOCKER_HOST's engine holds (here none answers)."""
+    runtime_available("runsc")
+    backend = json.dumps({"engine": RUNSC_ENGINE})
+    with tempfile.TemporaryDirectory(prefix="orsr-") as folder:
+        registry = start_on_free_port(Path(folder) / "r")
+        try:
+            pushed = orsbox(
+                "images", "push", "coding", "--registry", registry.address,
+                env={"ORSBOX_BACKEND": backend, "DOCKER_HOST": "unix:///nowhere.sock"},
+            )  # fmt: skip
+            assert pushed.returncode == 0, pushed.stdout + pushed.stderr
+            assert "orsbox/base" in catalog(registry.address)
+        finally:
+            registry.stop()
+
+
 # -- item 2: image-aware routing through the real HAProxy -------------------------------
 @pytest.fixture(scope="module")
 def cluster(dataset_file: Path, made: list[str]) -> Iterator[LocalCluster]:
@@ -180,9 +203,9 @@ def cluster(dataset_file: Path, made: list[str]) -> Iterator[LocalCluster]:
         3, free_port(), [f"swebench:{dataset_file}"], root, settings=settings, registry=True
     )
     try:
-        import docker
-
-        report = push(docker.from_env(), made, cluster.state.registry, lambda _: None)
+        report = with_backend(
+            None, lambda backend: push(backend.images, made, cluster.state.registry, lambda _: None)
+        )
         assert not report.failed, report.failed
         yield cluster
     finally:

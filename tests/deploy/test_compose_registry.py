@@ -1,7 +1,7 @@
 """The registry of deploy/compose, as shipped: `orsbox/registry` (Debian's
 docker-registry, built by `orsbox build --server`) brought up by `docker-compose
 --profile registry` on a loopback port, filled by `orsbox.cluster.pushing.push` from the
-machine's engine, and taken down with its volume. (That a cell's engine pulls through
+machine's engine (the default backend's image store), and taken down with its volume. (That a cell's engine pulls through
 such a registry as a mirror is tests/cluster/test_registry.py.)"""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from orsbox.cluster.images import REGISTRY_IMAGE
 from orsbox.cluster.pushing import push
 from orsbox.cluster.registry import answers, catalog
+from orsbox.sandbox.config import with_backend
 from tests.deploy.server_containers import require_images
 from tests.deploy.test_compose import COMPOSE_FILE, PROJECT_LABEL, compose_command
 from tests.servers import free_port
@@ -75,7 +76,9 @@ def test_the_compose_registry_takes_pushed_images_and_comes_down_clean(
     address = registry_stack.address
     wait_until(lambda: answers(address), UP_TIMEOUT_S, 0.2, f"the registry on {address}")
     lines: list[str] = []
-    report = push(docker_client, [base_image], address, lines.append)
+    report = with_backend(
+        None, lambda backend: push(backend.images, [base_image], address, lines.append)
+    )
     assert not report.failed and report.pushed == [f"{address}/{base_image}"]
     assert any("pushed" in line for line in lines), lines
     assert base_image.rsplit(":", 1)[0] in catalog(address)

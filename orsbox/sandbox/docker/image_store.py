@@ -13,9 +13,11 @@ import anyio
 
 from orsbox.sandbox.docker import images as docker_images
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.docker.push import push_image
 from orsbox.sandbox.images import BuildLog, ImageInfo, ImageRecipe, ImageStore
 
 PULL_READ_TIMEOUT_S = 600.0  # a pull may print nothing this long (a big layer extracting)
+PUSH_READ_TIMEOUT_S = 600.0  # likewise a push (a big layer compressing)
 BUILD_READ_TIMEOUT_S = 300.0  # calls around a build (removing a failed build's images)
 LOAD_READ_TIMEOUT_S = 600.0  # a load answers once its layers are in (843 MB: 20-50 s)
 
@@ -37,6 +39,17 @@ class DockerImages(ImageStore):
                 docker_images.pull_image(client, ref, progress)
 
         await anyio.to_thread.run_sync(pull)
+
+    async def push(
+        self, ref: str, target: str, progress: Callable[[str], None] | None = None
+    ) -> int:
+        """`progress` is called from a worker thread."""
+
+        def push() -> int:
+            with self.engine.patient_client(PUSH_READ_TIMEOUT_S) as client:
+                return push_image(client, ref, target, progress)
+
+        return await anyio.to_thread.run_sync(push)
 
     async def build(self, recipe: ImageRecipe, log: BuildLog) -> float:
         """`log` is called from a worker thread."""
