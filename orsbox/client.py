@@ -20,7 +20,7 @@ import httpx
 
 from orsbox.clock import SYSTEM_CLOCK, Clock
 from orsbox.errors import GradingError, OrsboxError
-from orsbox.protocol.reasons import Reason, unlabelled
+from orsbox.protocol.reasons import Reason, is_infra, unlabelled
 
 SETUP_DEADLINE_S = 900.0
 CALL_TIMEOUT_S = 900.0
@@ -43,6 +43,12 @@ class ToolFailed(ClientError):
     def reason(self) -> Reason | None:
         """Why, as the server labelled the event (`orsbox.protocol.reasons`)."""
         return unlabelled(self.event_text)[0]
+
+    @property
+    def infra(self) -> bool:
+        """Whether the failure is the host's, not the model's: the `[infra]` marker
+        (docs/infra-failures.md)."""
+        return is_infra(self.event_text)
 
     @property
     def grading_error(self) -> GradingError | None:

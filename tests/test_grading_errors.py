@@ -166,6 +166,7 @@ def test_every_client_sees_a_failed_call_not_a_reward(
         own.call("submit", {"answer": "6"})
     assert failed.value.grading_error is not None
     assert failed.value.grading_error.cause == "runner-missing"
+    assert failed.value.infra  # the [infra] marker, as orsbox's own client reads it
 
 
 def test_an_exception_in_a_python_grader_is_already_an_error(

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orsbox.protocol.reasons import is_infra
+from orsbox.client import is_infra  # orsbox.protocol.reasons's, as the client reads it
 
 
 def mask_infra_failures(

@@ -1,4 +1,7 @@
-"""The one table from exceptions to HTTP answers. Every error body is `{"detail": str}`.
+"""The one table from exceptions to HTTP answers. Every error body is `{"detail": str}`,
+with `"infra": true` beside it when the failure is not the client's or the model's (a
+setup that failed, the sandbox layer, a server fault): the `[infra]` marker of
+docs/infra-failures.md, for answers outside an SSE stream.
 
 * An `OrsboxError` answers with the status `STATUS_OF` gives its class (and the
   headers it carries, e.g. `Retry-After`); the domain errors know nothing of HTTP.
@@ -16,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from orsbox.authoring.tools import is_infra_error
 from orsbox.errors import (
     BadRequest,
     Forbidden,
@@ -61,10 +65,19 @@ def status_of(error: OrsboxError) -> int:
     return next(status for cls, status in STATUS_OF if isinstance(error, cls))
 
 
-def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"detail": LIVE_SECRETS.redact(detail)}, status_code=status, headers=headers
-    )
+def _error(
+    status: int, detail: str, headers: dict[str, str] | None = None, *, infra: bool = False
+) -> JSONResponse:
+    body: dict[str, object] = {"detail": LIVE_SECRETS.redact(detail)}
+    if infra:
+        body["infra"] = True
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def is_infra(error: OrsboxError) -> bool:
+    """Whether an error answered over HTTP is the host's: a session's setup that failed
+    (before the model did anything), or the sandbox layer (not a file the agent named)."""
+    return isinstance(error, SetupFailed) or is_infra_error(error)
 
 
 def describe_validation_error(error: RequestValidationError) -> str:
@@ -80,7 +93,7 @@ def describe_validation_error(error: RequestValidationError) -> str:
 
 async def _orsbox_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OrsboxError)
-    return _error(status_of(exc), exc.message, exc.headers or None)
+    return _error(status_of(exc), exc.message, exc.headers or None, infra=is_infra(exc))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -95,7 +108,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _server_fault(request: Request, exc: Exception) -> JSONResponse:
     log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
-    return _error(500, f"internal server error: {type(exc).__name__}: {exc}")
+    return _error(500, f"internal server error: {type(exc).__name__}: {exc}", infra=True)
 
 
 def install_error_handlers(app: FastAPI) -> None:

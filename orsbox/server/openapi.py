@@ -14,13 +14,18 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class ErrorBody(BaseModel):
     """Every error outside an SSE stream."""
 
     detail: str
+    infra: bool | None = Field(
+        default=None,
+        description="true when the failure is not the client's or the model's (a setup "
+        "that failed, the sandbox layer, a server fault); absent otherwise",
+    )
 
 
 MEANINGS = {
