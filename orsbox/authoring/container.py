@@ -202,21 +202,25 @@ class ContainerEnvironment(Environment):
             key = await cache.key(self.name().lower(), spec.image, self.setup_inputs())
         except ImageNotFound:  # the fresh start says how to build it
             return await self._setup_fresh(spec)
-        async with cache.preparing(key):
+        async with cache.preparing(key):  # the look-up, and the setup when it misses
             entry = await cache.lookup(key)
-            if entry is not None:
-                try:
-                    self._sandbox = await self._backend().start(_from_image(spec, entry.ref))
-                    self.started_from_snapshot = True
-                    log.info("%s: started from the saved setup %s", spec.session_id, entry.name)
-                    return
-                except ImageNotFound:  # evicted between the look-up and the start
-                    pass
-            await self._setup_fresh(spec)
-            try:
-                await cache.save(self.sandbox, key, self.name().lower(), self.name())
-            except SandboxError as e:  # the episode goes on; the next one sets up again
-                log.warning("%s: could not save the setup snapshot: %s", type(self).__name__, e)
+            if entry is None:
+                return await self._set_up_and_save(spec, cache, key)
+        try:  # outside the lock: a GRPO group's sessions start from the snapshot at once
+            self._sandbox = await self._backend().start(_from_image(spec, entry.ref))
+        except ImageNotFound:  # evicted between the look-up and the start
+            async with cache.preparing(key):
+                return await self._set_up_and_save(spec, cache, key)
+        self.started_from_snapshot = True
+        log.info("%s: started from the saved setup %s", spec.session_id, entry.name)
+
+    async def _set_up_and_save(self, spec: SandboxSpec, cache: SetupSnapshots, key: str) -> None:
+        """The setup, then its snapshot saved as `key`'s (held under `key`'s lock)."""
+        await self._setup_fresh(spec)
+        try:
+            await cache.save(self.sandbox, key, self.name().lower(), self.name())
+        except SandboxError as e:  # the episode goes on; the next one sets up again
+            log.warning("%s: could not save the setup snapshot: %s", type(self).__name__, e)
 
     async def start_spec(self) -> SandboxSpec:
         """The spec this task's next episode would start from: its setup snapshot's

@@ -4,12 +4,18 @@ and an entry a sandbox runs from is kept until it is free."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 
 import docker
 import pytest
 
-from orsbox.sandbox import SandboxSpec
+from orsbox.authoring import SingleTask
+from orsbox.authoring.container import ContainerEnvironment
+from orsbox.authoring.environment import EnvironmentContext
+from orsbox.authoring.setup_inputs import CONTEXT_SETUP_SNAPSHOTS
+from orsbox.sandbox import SandboxBackend, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.setup_snapshots import KEY, SetupSnapshots
 from tests.waiting import wait_until_async
@@ -57,6 +63,71 @@ async def test_least_recently_used_entries_go_past_the_bounds(
         assert await keys() == []
     finally:
         await sandbox.close()
+        filters = {"label": [f"{k}={v}" for k, v in scope.items()]}
+        for image in docker_client.api.images(filters=filters):
+            docker_client.api.remove_image(image["Id"], force=True)
+
+
+class _Saved(SingleTask, ContainerEnvironment):
+    """A container environment whose (empty) setup is cached."""
+
+    setup_cache = True
+
+
+class _CountingStarts:
+    """The real backend, whose `start` waits until `together` starts are under way (or
+    `patience_s` passed) and counts the most there were at once."""
+
+    def __init__(self, backend: SandboxBackend, together: int, patience_s: float) -> None:
+        self.backend, self.together, self.patience_s = backend, together, patience_s
+        self.under_way = self.most = 0
+        self.enough = asyncio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.backend, name)
+
+    async def start(self, spec: SandboxSpec) -> object:
+        self.under_way += 1
+        self.most = max(self.most, self.under_way)
+        if self.under_way >= self.together:
+            self.enough.set()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.enough.wait(), self.patience_s)
+            return await self.backend.start(spec)
+        finally:
+            self.under_way -= 1
+
+
+async def test_a_groups_sessions_start_from_a_saved_setup_at_once(
+    backend: SandboxBackend, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    """A GRPO group: the first session of a task runs its setup and saves it; the rest
+    of the group start from the snapshot together, not one at a time (the look-up is
+    one at a time, the start is not)."""
+    assert backend.snapshots is not None
+    scope = {"orsbox.test": f"group-{uuid.uuid4().hex[:8]}"}
+    cache = SetupSnapshots(backend.snapshots, scope=scope)
+    starts = _CountingStarts(backend, together=1, patience_s=10)
+
+    def episode(n: int) -> _Saved:
+        env = _Saved({})
+        extras = {CONTEXT_SETUP_SNAPSHOTS: cache}
+        env.orsbox_context = EnvironmentContext(f"group-{n}", starts, extras=extras)
+        return env
+
+    envs = [episode(n) for n in range(5)]
+    try:
+        await asyncio.wait_for(envs[0].setup(), 120)  # sets up and saves
+        starts.together, starts.most = 4, 0
+        starts.enough.clear()
+        await asyncio.wait_for(asyncio.gather(*(env.setup() for env in envs[1:])), 120)
+        assert all(env.started_from_snapshot for env in envs[1:])
+        assert starts.most == 4, "the group's sandboxes started one at a time"
+    finally:
+        for env in envs:
+            with contextlib.suppress(Exception):
+                await env.teardown()
         filters = {"label": [f"{k}={v}" for k, v in scope.items()]}
         for image in docker_client.api.images(filters=filters):
             docker_client.api.remove_image(image["Id"], force=True)
