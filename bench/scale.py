@@ -5,8 +5,8 @@ The ramp holds 100, 250, 500, 1,000, then 1,500 and 2,000 live episodes (`STEPS`
 adding each step's new ones to those already live, on one `orsbox serve` of the
 bundled `terminal` environment on the main Docker engine (runc). Episodes come in
 GRPO groups of 16 (`GROUP`): the sixteen `/create`s of one task at once, the task's
-setup marked cacheable (`[setup] cache = true`, the only change to a copy of the
-bundled folder) so the first episode of a task runs its setup and saves a setup
+setup cacheable (`[setup] cache = true`, as the bundled folder has it since issue 49;
+a copy of it, renamed) so the first episode of a task runs its setup and saves a setup
 snapshot, and the others start from it. An episode is live once it answered a call;
 then its connection is closed (an idle episode holds none).
 
@@ -62,6 +62,7 @@ import shutil
 import sys
 import tempfile
 import time
+import tomllib
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -205,15 +206,16 @@ def host_tasks() -> int:
 
 
 def write_environment(folder: Path, name: str) -> Path:
-    """The bundled `terminal` environment, copied, renamed (its setup snapshots are this
-    run's, removed at the end) and with its setup marked cacheable."""
+    """The bundled `terminal` environment, copied and renamed (its setup snapshots are
+    this run's, removed at the end); its setup is cacheable (checked: the ramp's groups
+    start from one setup)."""
     target = folder / "terminal"
     shutil.copytree(ROOT / "environments" / "terminal", target)
     manifest = target / "orsbox.toml"
-    text = manifest.read_text().replace('name = "terminal"', f'name = "{name}"', 1)
-    if "\n[setup]\n" not in text:
-        raise RuntimeError("the bundled terminal environment no longer has a [setup] table")
-    manifest.write_text(text.replace("\n[setup]\n", "\n[setup]\ncache = true\n", 1))
+    text = manifest.read_text()
+    if tomllib.loads(text).get("setup", {}).get("cache") is not True:
+        raise RuntimeError("the bundled terminal environment's setup is no longer cacheable")
+    manifest.write_text(text.replace('name = "terminal"', f'name = "{name}"', 1))
     return target
 
 
