@@ -44,6 +44,7 @@ import glob
 import hashlib
 import json
 import os
+import select
 import signal
 import stat
 import struct
@@ -94,7 +95,7 @@ INSTALLER_BIN = ("uv", "uvx")  # the verifier's uv installer writes them: never 
 INSTALLER_TREES = (".local/share/uv", ".cache/uv")  # uv's pythons and tools, its cache
 LEASE_WAIT = "__break_lease"
 CACHE_DIRS = ("__pycache__", ".pytest_cache")  # what test runners write beside the tests
-POLL_S = 0.001
+WAKE_S = 0.25  # the guard's longest sleep: its events wake it sooner (`Wakeups`)
 GUARD_FAILED = 125  # the exit code when the guard could not make the environment clean
 
 
@@ -546,6 +547,28 @@ class RewardGuard:
 # -- the run ----------------------------------------------------------------------------
 
 
+class Wakeups:
+    """What wakes the guard while the tests run, without polling: a broken lease (the
+    kernel's SIGIO to the holder), the tests' end (SIGCHLD), each through a pipe python
+    writes a byte to on the signal (`signal.set_wakeup_fd`), and inotify's events on
+    its own descriptor. Handled, not ignored: the tests start with both at their
+    defaults, as a handled signal is reset by exec."""
+
+    def __init__(self):
+        self.read_end, write_end = os.pipe()
+        for end in (self.read_end, write_end):
+            os.set_blocking(end, False)
+        signal.set_wakeup_fd(write_end)
+        for sig in (signal.SIGIO, signal.SIGCHLD):
+            signal.signal(sig, lambda number, frame: None)
+
+    def wait(self, other=None):
+        ready, _, _ = select.select([self.read_end] + ([other] if other else []), [], [], WAKE_S)
+        if self.read_end in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self.read_end, 4096)
+
+
 CAP_SETGID, CAP_SETUID = 6, 7
 
 
@@ -571,7 +594,6 @@ def start_tests(config, base):
     uid, gid, groups = base["uid"], base["gid"], base["groups"]
 
     def become_user():
-        signal.signal(signal.SIGIO, signal.SIG_DFL)  # ignored by the guard (`run`) only
         if os.getuid() != uid:
             os.setgroups(groups)
             os.setgid(gid)
@@ -587,9 +609,7 @@ def run(config):
     kept = [tuple(k) for k in config["kept"]]
     report = {"plants": [], "kept": [command_line(p) for p, _ in kept]}  # type: dict
     report.update({"events": [], "attempts": [], "services": "none", "error": None})
-    # A broken lease signals its holder (SIGIO, which would end the guard); the guard
-    # polls the leases instead.
-    signal.signal(signal.SIGIO, signal.SIG_IGN)
+    wakeups = Wakeups()  # before the leases: a broken one signals its holder (SIGIO)
     guard = RewardGuard(config["reward_files"], config["tests"], base["uid"], base["gid"])
     try:
         stop_services(kept)
@@ -624,7 +644,7 @@ def run(config):
             guard.armed = False
             report["services"] = "stopped when a reward file was touched"
         if guard.armed:
-            time.sleep(POLL_S)
+            wakeups.wait(guard.inotify.fd if guard.inotify else None)
         else:
             child.wait()
     kill_services(kept)
