@@ -88,16 +88,13 @@ class GuardReport:
     plants: list[str] = field(default_factory=list)  # each plant neutralised
     services_kept: list[str] = field(default_factory=list)  # their command lines
     services: str = "none"  # what became of them: kept, stopped when..., stopped before...
-    reward_file_events: list[str] = field(default_factory=list)
+    reward_file_events: list[str] = field(default_factory=list)  # there before the tests
+    reward_files_replaced: list[str] = field(default_factory=list)  # while services ran
     service_writes: list[str] = field(default_factory=list)  # a service opened a reward file
     tests_changed: list[str] = field(default_factory=list)  # while services ran
     missing: bool = False  # the guard wrote no report (the tests timed out)
     error: str | None = None  # the guard could not make the environment clean: no tests ran
     ran_tests: bool = True  # False: the guard could not become the verifier's user
-
-    @property
-    def reward_file_replaced(self) -> bool:
-        return any("while the services ran" in e for e in self.reward_file_events)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GuardReport:
@@ -106,6 +103,7 @@ class GuardReport:
             services_kept=[str(k) for k in data.get("kept", [])],
             services=str(data.get("services", "none")),
             reward_file_events=[str(e) for e in data.get("events", [])],
+            reward_files_replaced=[str(r) for r in data.get("replaced", [])],
             service_writes=[str(a) for a in data.get("attempts", [])],
             tests_changed=[str(t) for t in data.get("tests_changed", [])],
             error=str(data["error"]) if data.get("error") else None,

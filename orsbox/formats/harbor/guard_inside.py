@@ -94,7 +94,6 @@ HOOK_NAMES = ("sitecustomize.py", "sitecustomize.pyc", "usercustomize.py", "user
 INSTALLER_BIN = ("uv", "uvx")  # the verifier's uv installer writes them: never the agent's
 INSTALLER_TREES = (".local/share/uv", ".cache/uv")  # uv's pythons and tools, its cache
 LEASE_WAIT = "__break_lease"
-CACHE_DIRS = ("__pycache__", ".pytest_cache")  # what test runners write beside the tests
 WAKE_S = 0.25  # the guard's longest sleep: its events wake it sooner (`Wakeups`)
 GUARD_FAILED = 125  # the exit code when the guard could not make the environment clean
 
@@ -412,7 +411,7 @@ def command_line(pid):
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:400]
 
 
-IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
+IN_MOVED_FROM, IN_MOVED_TO = 0x40, 0x80
 IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
 IN_NONBLOCK = 0o4000
 ENTRY_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
@@ -452,14 +451,14 @@ class Inotify:
 class RewardGuard:
     """The reward files held while kept services run (the module docstring)."""
 
-    def __init__(self, paths, tests, uid, gid):
+    def __init__(self, paths, uid, gid):
         self.paths = paths
-        self.tests = tests  # the tests' folder: a change there stops the services too
         self.uid, self.gid = uid, gid
         self.leases = {}  # path -> the descriptor holding its lease
         self.made = {}  # path -> (inode, mtime_ns) of the empty file the guard made
-        self.events = []  # what happened, one line each
+        self.events = []  # reward files there before the tests, one line each
         self.attempts = []  # kept processes caught opening a reward file
+        self.replaced = []  # reward files made, renamed or removed: whose, nobody can tell
         self.inotify = None
         self.armed = False
 
@@ -488,17 +487,8 @@ class RewardGuard:
         self.inotify = Inotify()
         self.inotify.watch(folder, ENTRY_EVENTS | SELF_EVENTS)
         self.inotify.watch(os.path.dirname(folder), ENTRY_EVENTS)
-        for d in self.tests_dirs():
-            self.inotify.watch(d, ENTRY_EVENTS | IN_MODIFY | SELF_EVENTS)
         self.armed = True
         return True
-
-    def tests_dirs(self):
-        out = []
-        for d, subdirs, _ in os.walk(self.tests):
-            subdirs[:] = [s for s in subdirs if s not in CACHE_DIRS]
-            out.append(d)
-        return out
 
     def tripped(self, kept):
         """Whether something touched the reward files; who, when a kept process did."""
@@ -521,8 +511,7 @@ class RewardGuard:
                     f"{', '.join(broken)}: opened for writing by kept service {pid} "
                     f"({command_line(pid)}) while the tests ran; stopped before it wrote"
                 )
-        for path in replaced:
-            self.events.append(f"{path}: made, renamed or removed while the services ran")
+        self.replaced += [f"{p}: made, renamed or removed while the services ran" for p in replaced]
         return True
 
     def release(self):
@@ -610,7 +599,7 @@ def run(config):
     report = {"plants": [], "kept": [command_line(p) for p, _ in kept]}  # type: dict
     report.update({"events": [], "attempts": [], "services": "none", "error": None})
     wakeups = Wakeups()  # before the leases: a broken one signals its holder (SIGIO)
-    guard = RewardGuard(config["reward_files"], config["tests"], base["uid"], base["gid"])
+    guard = RewardGuard(config["reward_files"], base["uid"], base["gid"])
     try:
         stop_services(kept)
         neutralise(base, report["plants"])
@@ -655,6 +644,7 @@ def run(config):
     guard.release()
     guard.remove_untouched()
     report["events"], report["attempts"] = guard.events, guard.attempts
+    report["replaced"] = guard.replaced
     write_report(config["report"], report)
     return child.returncode
 

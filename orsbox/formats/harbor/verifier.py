@@ -99,7 +99,8 @@ async def verify(sandbox: Sandbox, task: HarborTask, baseline: guard.Baseline) -
     if task.verifier_network is not None:  # Harbor's per-phase network (`phases.py`)
         network = task.verifier_network
         await sandbox.set_network(network.network, network.allowed_hosts)
-    await _install(sandbox, verifier)
+    archive = tests_archive(verifier)
+    await _install(sandbox, verifier, archive)
     result, guarded = await guard.run_tests(
         sandbox,
         baseline,
@@ -111,11 +112,13 @@ async def verify(sandbox: Sandbox, task: HarborTask, baseline: guard.Baseline) -
         output_cap_bytes=verifier.output_cap_bytes,
         kept=kept,
         reward_files=[REWARD_TXT, REWARD_JSON],
-        tests=(TESTS_DIR, tests_digest(verifier)),
+        tests=(TESTS_DIR, tests_digest(archive)),
     )
     report.verifier_plants = guarded.plants
     report.services = guarded.services if kept else report.services
-    report.reward_file_writes += guarded.service_writes + guarded.reward_file_events
+    report.reward_file_writes += (
+        guarded.service_writes + guarded.reward_file_events + guarded.reward_files_replaced
+    )
     report.test_writes += guarded.tests_changed
     if guarded.error is not None:
         raise GradingError(
@@ -124,7 +127,7 @@ async def verify(sandbox: Sandbox, task: HarborTask, baseline: guard.Baseline) -
         )
     grade = await verifier.grade(sandbox, result)
     reward, notes = grade.reward, [grade.text, *report.findings()]
-    if guarded.reward_file_replaced or guarded.tests_changed:  # not the tests' own verdict
+    if guarded.reward_files_replaced or guarded.tests_changed:  # not the tests' own verdict
         reward = 0.0
         notes.append(
             "[reward 0: a reward file was made, renamed or removed, or the tests were "
@@ -139,10 +142,11 @@ async def verify(sandbox: Sandbox, task: HarborTask, baseline: guard.Baseline) -
     return Grade(reward, "\n".join(notes), metadata)
 
 
-async def _install(sandbox: Sandbox, verifier: Verifier) -> None:
+async def _install(sandbox: Sandbox, verifier: Verifier, archive: bytes) -> None:
+    """Copy the tests (`archive`, `tests_archive`'s) to /tests as root."""
     installed = await sandbox.exec(
         ["bash", "-c", INSTALL, "install", verifier.script],
-        stdin=tests_archive(verifier),
+        stdin=archive,
         user=ROOT,
         timeout_s=INSTALL_TIMEOUT_S,
     )
@@ -162,10 +166,10 @@ def tests_archive(verifier: Verifier) -> bytes:
     return buffer.getvalue()
 
 
-def tests_digest(verifier: Verifier) -> dict[str, str]:
-    """The sha256 of each file `tests_archive` sends, by its path under /tests."""
+def tests_digest(archive: bytes) -> dict[str, str]:
+    """The sha256 of each file in `archive` (`tests_archive`'s), by its path under /tests."""
     digests = {}
-    with tarfile.open(fileobj=io.BytesIO(tests_archive(verifier))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar.getmembers():
             extracted = tar.extractfile(member) if member.isfile() else None
             if extracted is not None:
