@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from orsbox.errors import SandboxError
 from orsbox.sandbox import SandboxBackend, SandboxSpec
 from orsbox.sandbox.guest import payload as guest
 from orsbox.sandbox.guest.loader import LOADER
@@ -198,5 +199,26 @@ async def test_a_python_of_another_bytecode_compiles_the_source(
             " && echo $p; done | wc -l"
         )
         assert loaders.output.strip() == "1"
+    finally:
+        await sandbox.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("under_test", ENGINES, indirect=True)
+async def test_a_user_the_image_lacks_is_refused_with_the_engines_reason(
+    backend: SandboxBackend,
+) -> None:
+    """The engine refuses to start the sub-guest and closes the exec's stream without
+    reading the payload sent to it. The error says so at once, with the engine's reason
+    (before, the pending hello waited out its 30 s timeout: "did not answer"), and the
+    sandbox goes on."""
+    sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, session_id="no-user"))
+    try:
+        with pytest.raises(SandboxError) as refused:
+            await sandbox.exec(["id", "-un"], user="nobody-here")
+        message = str(refused.value)
+        assert "unable to find user nobody-here" in message, message  # the engine's reason
+        assert (await sandbox.shell("echo ok")).output == "ok\n"
+        assert (await sandbox.exec(["id", "-un"], user="nobody")).output == "nobody\n"
     finally:
         await sandbox.close()

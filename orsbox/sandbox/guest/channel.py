@@ -16,6 +16,7 @@ fails with `ChannelClosed`, which the sandbox turns into `SandboxGone`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import logging
@@ -82,6 +83,12 @@ class FrameReader:
             frames.extend(self._guest_frames())
         return frames, errors
 
+    def leftover(self) -> bytes:
+        """What came on stdout and never made a frame: at the end, a message from
+        something other than the guest (Docker writes why an exec could not start on
+        the exec's stdout)."""
+        return bytes(self._guest)
+
     def _guest_frames(self) -> list[tuple[Header, bytes]]:
         out = []
         while len(self._guest) >= GUEST_HEAD.size:
@@ -118,6 +125,9 @@ class GuestChannel(asyncio.Protocol):
         self._writable.set()
         self._write_lock = asyncio.Lock()
         self.closed = asyncio.Event()
+        # The last lines the other side wrote to stderr: why a guest that never started
+        # ended (Docker: "unable to find user ..."), for the error that says so.
+        self.last_words: collections.deque[str] = collections.deque(maxlen=5)
 
     @classmethod
     async def connect(
@@ -199,15 +209,24 @@ class GuestChannel(asyncio.Protocol):
         for chunk in errors:
             for line in chunk.decode(errors="replace").splitlines():
                 log.info("%s: %s", self.name, line)
+                self.last_words.append(line.strip())
         for header, payload in frames:
             future = self._pending.get(header.get("id", -1))
             if future is not None and not future.done():
                 future.set_result((header, payload))
 
     def eof_received(self) -> bool:
-        return False  # close our side too
+        # The guest's stdout ended, so nothing more will be answered: drop what is
+        # unsent (a start that failed, like `docker exec -u nobody-here`, never reads
+        # its stdin, and a flushing close would hold every pending request to its
+        # timeout) and fail the pending requests now.
+        if self._transport is not None:
+            self._transport.abort()
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        text = self._reader.leftover().decode(errors="replace")
+        self.last_words.extend(line.strip() for line in text.splitlines() if line.isprintable())
         self.closed.set()
         self._writable.set()
         for future in self._pending.values():

@@ -65,12 +65,14 @@ async def greet(
     shell: bool,
     options: dict[str, float | int | str | None] | None = None,
     sleeper: bytes = b"",
+    last_words: list[str] | None = None,
 ) -> GuestChannel:
     """Connect to a guest's loader, send it the payload unless it loads a kept copy,
     and wait for its hello. With `shell`, the guest starts its persistent shell just
     after (a sub-guest runs one exec, no shell); `options`, the hello's others (memory
     bounds, `sleep_after`); `sleeper`, the native sleeper's executable, as the hello's
-    payload (`sleeper/`)."""
+    payload (`sleeper/`); `last_words`, filled with what the guest wrote to stderr
+    when it ends before its hello (why it could not start)."""
     try:
         channel = await GuestChannel.connect(sock, name, on_lost, demux)
     except BaseException:
@@ -87,6 +89,8 @@ async def greet(
         raise SandboxStartError(f"the sandbox guest in {name} did not answer") from None
     except BaseException:
         channel.close()
+        if last_words is not None:
+            last_words[:] = channel.last_words
         raise
     return channel
 
@@ -124,14 +128,20 @@ class SubGuests:
                 if self._kept == kept:
                     self._kept = None
                 log.info("%s: the kept guest was refused; sending it to this sub-guest", self._name)
+        last_words: list[str] = []
         try:
-            return await self._open(user, None)
+            return await self._open(user, None, last_words)
         except ChannelClosed:
+            why = f": {'; '.join(last_words)}" if last_words else ""
             raise SandboxError(
-                f"could not run a command as user {user!r} in {self._name}"
+                f"could not run a command as user {user!r} in {self._name}{why}"
             ) from None
 
-    async def _open(self, user: str, kept: Kept | None) -> GuestChannel:
+    async def _open(
+        self, user: str, kept: Kept | None, last_words: list[str] | None = None
+    ) -> GuestChannel:
+        """Start and greet one sub-guest; `last_words` gets what it wrote to stderr
+        before it ended, when it ends before its hello."""
         sock = await self._start_as(guest_argv(sub=True, kept=kept, python=self._python), user)
         channel = await greet(
             sock,
@@ -140,6 +150,7 @@ class SubGuests:
             self._demux(),
             send_payload=kept is None,
             shell=False,
+            last_words=last_words,
         )
         if kept is None:
             self.payloads_sent += 1
