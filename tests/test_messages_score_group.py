@@ -18,6 +18,7 @@ from openreward import OpenReward
 from openreward.api.environments.types import GroupCandidate, Message, TextBlock
 from openreward.api.errors import ScoreGroupFailed, ScoreGroupUnsupported
 
+from orsbox.protocol.reasons import is_infra
 from tests.servers import LiveServer, start_server
 from tests.sse_client import Stream, post_sse
 
@@ -72,8 +73,14 @@ def test_score_group(client: OpenReward) -> None:
         scores = session.score_group([said("red"), said("yellow"), said("tan")])
         assert [s.reward for s in scores] == [1.0, 0.0, 1.0]
         assert scores[0].metadata == {"rank": 1} and scores[1].metadata is None
-        with pytest.raises(ScoreGroupFailed, match="nothing to judge"):
+        with pytest.raises(ScoreGroupFailed, match="nothing to judge") as judged:
             session.score_group([])
+        assert not is_infra(str(judged.value))  # the environment's own failure
+        assert "tool_failed: score_group failed: ValueError" in str(judged.value)
+        with pytest.raises(ScoreGroupFailed) as down:
+            session.score_group([said("red"), said("judge-down")])
+        assert is_infra(str(down.value)), str(down.value)  # the host's: a trainer masks it
+        assert "grading_error: grading error [judge-unreachable]" in str(down.value)
 
 
 def test_score_group_is_404_when_not_defined(client: OpenReward, server: LiveServer) -> None:

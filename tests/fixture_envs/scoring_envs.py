@@ -7,6 +7,7 @@ import asyncio
 from pydantic import BaseModel
 
 from orsbox import Environment, TextBlock, ToolOutput, tool
+from orsbox.errors import GradingError
 from orsbox.protocol.types import GroupCandidate, GroupScore, Message
 
 
@@ -34,9 +35,12 @@ class Judged(Environment):
         return ToolOutput(blocks=[TextBlock(text="noted")], reward=0.0, finished=True)
 
     async def score_group(self, candidates: list[GroupCandidate]) -> list[GroupScore | float]:
-        """The shortest final answer wins; raises for an empty group, as a judge may."""
+        """The shortest final answer wins; raises for an empty group, as a judge may,
+        and cannot grade a group with an answer of "judge-down" (its judge is gone)."""
         if not candidates:
             raise ValueError("nothing to judge")
+        if any(c.messages[-1].blocks[0].text == "judge-down" for c in candidates):  # type: ignore[union-attr]
+            raise GradingError("the judge did not answer", cause="judge-unreachable")
         lengths = [len(c.messages[-1].blocks[0].text) for c in candidates]  # type: ignore[union-attr]
         best = min(lengths)
         return [GroupScore(reward=1.0, metadata={"rank": 1}) if n == best else 0.0 for n in lengths]

@@ -8,7 +8,8 @@ before any stream opens, as the reference server does, so a client can tell
 with the session's tool calls (the session's FIFO call lock): a judge reading the
 episode's state never sees a call half done, nor a call a scoring half done. It runs
 detached from its request: a client that loses the connection re-posts with the
-`task_id`.
+`task_id`. A scoring that fails is labelled as a failed tool call is, `[infra]`
+included when the failure is the host's (a judge that could not run: `GradingError`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import logging
 
 from fastapi import APIRouter
 
+from orsbox.authoring.tools import is_infra_error, reason_of
 from orsbox.authoring.user_code import call_user
-from orsbox.errors import NotFound
+from orsbox.errors import GradingError, NotFound
 from orsbox.protocol.calls import Event
+from orsbox.protocol.reasons import Reason, labelled
 from orsbox.protocol.sse import result_events
 from orsbox.protocol.types import GroupScore, ScoreGroup, ScoreGroupOutput
 from orsbox.server.deps import (
@@ -45,7 +48,7 @@ async def run_scoring(session: Session, body: ScoreGroup) -> list[Event]:
         try:
             async with session.call_lock:
                 if session.env is None:
-                    return [{"event": "error", "data": "session was deleted"}]
+                    return [_failed(Reason.SESSION_DELETED, "session was deleted", infra=True)]
                 scores = await call_user(session.env.score_group, list(body.candidates))
             output = ScoreGroupOutput(scores=[_as_score(s) for s in scores])
             if len(output.scores) != len(body.candidates):
@@ -54,10 +57,20 @@ async def run_scoring(session: Session, body: ScoreGroup) -> list[Event]:
                     f"{len(body.candidates)} candidates"
                 )
             return result_events(LIVE_SECRETS.redact(output.model_dump_json()))
+        except GradingError as e:  # the judge could not run: no scores, not the model's
+            log.warning("session %s: score_group could not grade: %s", session.sid, e)
+            return [_failed(Reason.GRADING_ERROR, e.wire(), infra=True)]
         except Exception as e:
             log.warning("session %s: score_group failed: %s", session.sid, e)
             message = f"score_group failed: {type(e).__name__}: {e}"
-            return [{"event": "error", "data": LIVE_SECRETS.redact(message)}]
+            return [_failed(reason_of(e), message, infra=is_infra_error(e))]
+
+
+def _failed(reason: Reason, message: str, *, infra: bool) -> Event:
+    """The `error` event of a scoring that failed, labelled as a tool call's is
+    (`reason: text`, `[infra]` first when the host failed: a judge that could not run,
+    a sandbox that died; docs/infra-failures.md), secrets redacted."""
+    return {"event": "error", "data": LIVE_SECRETS.redact(labelled(reason, message, infra=infra))}
 
 
 def _as_score(score: GroupScore | float) -> GroupScore:
