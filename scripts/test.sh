@@ -58,7 +58,7 @@ harbor_install=$!
 # (`ip`: each cell's private engine gets a bridge of its own; docs/cluster.md);
 # docker-registry for the loopback registry (tests/registry.py, orsbox.cluster.registry);
 # Debian's docker-compose 1.29, which brings deploy/compose up (tests/deploy); squid
-# and iptables for allow-listed networks' egress proxy (orsbox.sandbox.docker.proxy,
+# and iptables for allow-listed networks' egress proxy (orsbox.sandbox.host.proxy,
 # docs/network.md), run by orsbox per sandbox: the package's own service is not wanted;
 # musl-tools, whose musl-gcc builds the sleeping guest's native sleeper
 # (orsbox/sandbox/guest/sleeper/, tests/sandbox/test_guest_sleep.py).

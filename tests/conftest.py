@@ -12,7 +12,7 @@ import docker
 import pytest
 
 from orsbox.sandbox.docker import BASE_IMAGE, ensure_base_image
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 from tests.servers import STARTED_PIDS, LiveServer, start_server
 from tests.shared_use import shared_use
 from tests.waiting import poll_until

@@ -36,11 +36,11 @@ import pytest
 from orsbox.sandbox import Sandbox, SandboxBackend
 from orsbox.sandbox.capabilities import BackendCapabilities
 from orsbox.sandbox.docker import DockerBackend
-from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.config import DockerConfig, is_gvisor
 from orsbox.sandbox.docker.diagnosis import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox.docker.engine import engine_product
 from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
+from orsbox.sandbox.host import owner as L
 from orsbox.sandbox.labels import label_value
 
 BACKENDS = ["fake", "runc", "runsc", "podman"]

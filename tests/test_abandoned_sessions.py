@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 from tests.servers import LiveServer, start_server
 from tests.waiting import wait_until
 

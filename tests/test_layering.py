@@ -11,8 +11,10 @@ environments; the `server` sees everything below; the `cli` sees all.
 The backend seam (docs/backends.md): each backend lives in its home (`BACKEND_HOMES`:
 the Docker package, the fake's two modules) and the factory (`orsbox/sandbox/config.py`)
 is the one module that imports a home. Outside the homes and the factory nothing names
-a backend's classes, engine address, host tools or owner labels (`BACKEND_WORDS`), and
-only the factory tells backends apart (`KIND_DECIDERS`): elsewhere code asks the
+a backend's classes or engine address (`ENGINE_WORDS`), nor, besides the host's room
+(`orsbox.sandbox.host`: the egress guard, proxies and owner labels any backend may use),
+the host tools or the owner labels' keys (`HOST_WORDS`), and only the factory tells
+backends apart (`KIND_DECIDERS`): elsewhere code asks the
 backend what it can do (`SandboxBackend.capabilities`). A backend's SDK (the `docker`
 package) is imported in its home only (`SDK_HOMES`): images are built, pulled and
 pushed through the backend's image store. A home imports only the neutral
@@ -112,10 +114,16 @@ KIND_DECIDERS = (FACTORY, *HOMES)
 # Issue 24, item 1 removes these (the image half): shrinking only.
 KIND_CHECKS: frozenset[str] = frozenset()
 
-# What only a backend's home says: the words of its engine and host tools, in code (not in
-# docstrings or a logger's name), besides the names of the classes its home defines and
-# the keys of its owner labels (found in the homes themselves).
-BACKEND_WORDS = re.compile(r"\b(DOCKER_HOST|iptables|ip6tables|squid|kubectl)\b|^unix://|^docker$")
+# What only a backend's home says: the words of its engine, in code (not in docstrings or
+# a logger's name), besides the names of the classes its home defines.
+ENGINE_WORDS = re.compile(r"\b(DOCKER_HOST|kubectl)\b|^unix://|^docker$")
+# The host's room (`orsbox.sandbox.host`: the egress guard, the proxies, the owner labels)
+# is neutral: any backend may use it, and it alone says the host tools' words and the
+# owner labels' keys (read from its owner module) besides the homes; no engine's words.
+HOST_ROOM = "orsbox.sandbox.host"
+OWNER = f"{HOST_ROOM}.owner"
+HOST_WORDS = re.compile(r"\b(iptables|ip6tables|squid)\b")
+BACKEND_WORDS = re.compile(f"{ENGINE_WORDS.pattern}|{HOST_WORDS.pattern}")
 # Modules that still say them, with why; shrinking only (an entry no longer saying any
 # fails until it is removed).
 KNOWN_BACKEND_WORDS: dict[str, str] = {
@@ -302,13 +310,17 @@ def _logger_names(tree: ast.AST) -> set[int]:
 
 
 def home_vocabulary(sources: dict[str, tuple[str, str]]) -> frozenset[str]:
-    """The classes the homes define and the owner-label keys their labels modules name
-    (`sources`: module -> (file name, source))."""
+    """The classes the homes define (`sources`: module -> (file name, source))."""
     words: set[str] = set()
-    for module, (name, source) in sources.items():
+    for module, (_, source) in sources.items():
         if home_of(module) is not None:
-            words |= _vocabulary_in(source, labels=name == "labels.py")
+            words |= _vocabulary_in(source, labels=False)
     return frozenset(words)
+
+
+def owner_vocabulary(sources: dict[str, tuple[str, str]]) -> frozenset[str]:
+    """The owner labels' keys (`orsbox.sandbox.host.owner`)."""
+    return _vocabulary_in(sources[OWNER][1], labels=True) if OWNER in sources else frozenset()
 
 
 @functools.cache
@@ -329,8 +341,10 @@ def _vocabulary_in(source: str, *, labels: bool) -> frozenset[str]:
 
 
 @functools.cache
-def words_in(source: str, vocabulary: frozenset[str]) -> list[tuple[int, str]]:
-    """(line, word) for each backend word `source` says in code."""
+def words_in(
+    source: str, vocabulary: frozenset[str], words: re.Pattern[str] = BACKEND_WORDS
+) -> list[tuple[int, str]]:
+    """(line, word) for each backend word (`vocabulary`, `words`) `source` says in code."""
     tree = ast.parse(source)
     skipped = _docstrings(tree) | _logger_names(tree)
     found = []
@@ -341,26 +355,32 @@ def words_in(source: str, vocabulary: frozenset[str]) -> list[tuple[int, str]]:
         if name in vocabulary:
             found.append((getattr(node, "lineno", 0), name))
         said = isinstance(node, ast.Constant) and isinstance(node.value, str)
-        if said and id(node) not in skipped and _is_backend_word(node.value, vocabulary):
+        if said and id(node) not in skipped and _is_backend_word(node.value, vocabulary, words):
             found.append((node.lineno, node.value[:60]))
     return found
 
 
-def _is_backend_word(text: str, vocabulary: frozenset[str]) -> bool:
-    return text in vocabulary or BACKEND_WORDS.search(text) is not None
+def _is_backend_word(text: str, vocabulary: frozenset[str], words: re.Pattern[str]) -> bool:
+    return text in vocabulary or words.search(text) is not None
 
 
 def backend_words(root: Path) -> dict[str, list[tuple[int, str]]]:
-    """Module -> the backend words it says, outside the homes and the factory."""
+    """Module -> the backend words it says, outside the homes and the factory (in the
+    host's room: an engine's words or a home's classes)."""
     sources = {
         module_name(path, root): (path.name, path.read_text()) for path in root.rglob("*.py")
     }
-    vocabulary = home_vocabulary(sources)
+    classes = home_vocabulary(sources)
+    vocabulary = classes | owner_vocabulary(sources)
     found = {}
     for module, (_, source) in sorted(sources.items()):
         if module == FACTORY or home_of(module) is not None:
             continue
-        if said := words_in(source, vocabulary):
+        if reaches(module, HOST_ROOM):
+            said = words_in(source, classes, ENGINE_WORDS)
+        else:
+            said = words_in(source, vocabulary)
+        if said:
             found[module] = said
     return found
 
@@ -604,7 +624,8 @@ def test_each_forbidden_layer_import_fails(package_copy: Path, layer: str, other
         ("orsbox/authoring/container.py", "from orsbox.sandbox.docker.config import DockerConfig"),
         ("orsbox/server/app.py", "from orsbox.sandbox.fake import FakeBackend"),
         ("orsbox/sandbox/pool.py", "import orsbox.sandbox.fake_images"),
-        ("orsbox/sandbox/fake.py", "from orsbox.sandbox.docker import labels"),
+        ("orsbox/sandbox/fake.py", "from orsbox.sandbox.docker import guarded"),
+        ("orsbox/sandbox/host/egress.py", "from orsbox.sandbox.docker.engine import Engine"),
     ],
 )
 def test_a_new_reach_into_a_backend_fails(package_copy: Path, module: str, reach: str) -> None:
@@ -622,7 +643,7 @@ def test_a_new_reach_into_a_backend_fails(package_copy: Path, module: str, reach
     ],
 )
 def test_a_backend_reaching_past_the_contract_fails(package_copy: Path, reach: str) -> None:
-    found = with_source(package_copy / "sandbox" / "docker" / "labels.py", reach)
+    found = with_source(package_copy / "sandbox" / "docker" / "guarded.py", reach)
     assert any("a backend sees the neutral contract only" in line for line in found), found
 
 
@@ -635,6 +656,8 @@ def test_a_backend_reaching_past_the_contract_fails(package_copy: Path, reach: s
         ("cli/ps.py", 'ARGV = ["docker", "ps"]'),
         ("cli/gc.py", "def f(x):\n    return x.DockerSandbox"),
         ("server/sessions.py", 'KEY = "orsbox.pid_start"'),
+        ("sandbox/host/egress.py", 'ARGV = ["docker", "network", "ls"]'),
+        ("sandbox/host/proxy.py", "def f(x):\n    return x.DockerSandbox"),
     ],
 )
 def test_a_backend_word_outside_its_home_fails(
@@ -678,7 +701,7 @@ def test_a_conformance_test_naming_a_backend_fails(tmp_path: Path, source: str) 
 
 @pytest.mark.parametrize(
     "reach",
-    ["from tests.runtimes import UNDER_TEST", "from orsbox.sandbox.docker import labels"],
+    ["from tests.runtimes import UNDER_TEST", "from orsbox.sandbox.docker import guarded"],
 )
 def test_a_skeleton_reaching_past_the_contract_fails(tmp_path: Path, reach: str) -> None:
     copy = tmp_path / "tests" / "skeleton_backend"

@@ -4,7 +4,7 @@ without any shared state.
 A pid alone names a process only while it runs: once it ends, the kernel may give the
 number to an unrelated one. The pid's start time (`/proc/PID/stat` field 22) tells the
 two apart, so whoever recorded both can later say whether the process it meant still
-runs: a server judging another's sandboxes (`orsbox.sandbox.docker.labels`), or a
+runs: a server judging another's sandboxes (`orsbox.sandbox.host.owner`), or a
 cluster stopping the engines it started (`orsbox.cluster.processes`). A pid means
 something only in its pid namespace, which `pid_namespace` names.
 """

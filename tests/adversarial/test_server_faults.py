@@ -16,7 +16,7 @@ import docker
 import httpx
 import pytest
 
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 from tests.adversarial.conftest import HOSTILE_ENVS
 from tests.containers.conftest import labelled, open_episode, start_container_server
 from tests.waiting import wait_until

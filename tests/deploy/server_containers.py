@@ -2,7 +2,7 @@
 the ors-sdk client, and the sandbox containers a containerised server started.
 
 A server in a container labels its sandboxes with its own pid namespace
-(`orsbox.sandbox.docker.labels`), which the host reads as `/proc/<pid>/ns/pid` of the
+(`orsbox.sandbox.host.owner`), which the host reads as `/proc/<pid>/ns/pid` of the
 container's first process: that is how a test finds exactly the sandboxes one
 containerised server started, on an engine other runs share."""
 
@@ -18,7 +18,7 @@ import pytest
 from ors.client import ORS
 
 from orsbox.cluster.images import ROUTER_IMAGE, SERVER_IMAGE
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 
 ROOT = Path(__file__).resolve().parents[2]
 EPISODE = ROOT / "environments" / "terminal" / "examples" / "train-0-correct.jsonl"

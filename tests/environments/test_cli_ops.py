@@ -14,8 +14,8 @@ import docker
 import pytest
 
 from orsbox.sandbox.docker import DockerBackend
-from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.diagnosis import release_check
+from orsbox.sandbox.host import owner as L
 from orsbox.sandbox.procfs import process_start_time
 from tests.environments.conftest import orsbox
 from tests.runtimes import PODMAN_ENGINE, RUNSC_ENGINE, runtime_available

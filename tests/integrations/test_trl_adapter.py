@@ -17,7 +17,7 @@ import docker
 import pytest
 
 from orsbox.bundle import environments_dir
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 from tests.servers import LiveServer, start_server
 from tests.waiting import wait_until
 

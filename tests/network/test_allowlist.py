@@ -15,7 +15,7 @@ import pytest
 from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 from orsbox.sandbox.docker.config import DockerConfig
-from orsbox.sandbox.docker.egress import chain_rules
+from orsbox.sandbox.host.egress import chain_rules
 from tests.network.hosts import probe, serve_http
 from tests.servers import ROOT
 

@@ -19,8 +19,8 @@ import pytest
 from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
 from orsbox.sandbox.docker.config import DockerConfig
-from orsbox.sandbox.docker.egress import BLOCKED, chain_rules, chain_suffix, guard_rules
 from orsbox.sandbox.docker.guarded import NETWORK, remove_if_unused
+from orsbox.sandbox.host.egress import BLOCKED, chain_rules, chain_suffix, guard_rules
 from tests.network.hosts import NamespaceHost, probe, serve_http
 from tests.servers import ROOT, start_server
 
@@ -124,7 +124,7 @@ def namespace_host() -> Iterator[NamespaceHost]:
         yield host
 
 
-# serial: every live server's guard applies on the shared bridge (egress.py), and another
+# serial: every live server's guard applies on the shared bridge (orsbox.sandbox.host.egress), and another
 # server's, allowing nothing private, would drop what this one allows
 @pytest.mark.serial
 async def test_private_address_reachable_only_when_allowed(
@@ -181,7 +181,7 @@ def test_rules_of_a_killed_server_are_removed_by_gc(tmp_path: Path) -> None:
         assert forward_rules("test-guard-killed") == []
         assert "network(s) of dead servers removed" in done.stdout
     finally:
-        from orsbox.sandbox.docker.egress import EgressRules
+        from orsbox.sandbox.host.egress import EgressRules
 
         EgressRules("test-guard-killed", "unused", [], []).remove()
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from orsbox.sandbox import SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.egress import (
+from orsbox.sandbox.fake import FakeBackend
+from orsbox.sandbox.host import owner as L
+from orsbox.sandbox.host.egress import (
     BLOCKED,
     EgressRules,
     host_resolvers,
@@ -17,8 +18,7 @@ from orsbox.sandbox.docker.egress import (
     owner_of,
     parse_cidrs,
 )
-from orsbox.sandbox.docker.proxy import squid_config, squid_domains
-from orsbox.sandbox.fake import FakeBackend
+from orsbox.sandbox.host.proxy import squid_config, squid_domains
 
 
 def test_forward_rules_allow_dns_and_the_operators_cidrs_before_dropping() -> None:

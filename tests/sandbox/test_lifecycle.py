@@ -18,7 +18,7 @@ import pytest
 from orsbox.errors import ImageNotFound, SandboxGone, SandboxStartError
 from orsbox.sandbox import SandboxLimits, SandboxSpec
 from orsbox.sandbox.docker import DockerBackend, DockerSandbox
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -156,7 +156,7 @@ HALF_STARTED_SCRIPT = textwrap.dedent(
     import asyncio, sys
     from orsbox.sandbox import SandboxSpec
     from orsbox.sandbox.docker import DockerBackend
-    from orsbox.sandbox.docker import labels as L
+    from orsbox.sandbox.host import owner as L
     from orsbox.sandbox.docker.options import container_name, container_options
 
     async def main():

@@ -9,12 +9,12 @@ import subprocess
 import pytest
 
 from orsbox.sandbox import HostMount, SandboxLimits, SandboxSpec
-from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.options import container_name, container_options
 from orsbox.sandbox.docker.stream import DockerDemux
 from orsbox.sandbox.guest.channel import FrameReader, encode_frame
 from orsbox.sandbox.guest.inside.capture import Capture
 from orsbox.sandbox.guest.loader import guest_argv
+from orsbox.sandbox.host import owner as L
 
 
 def test_capture_keeps_head_and_tail_within_the_cap() -> None:

@@ -18,7 +18,7 @@ while starts queue (`orsbox.sandbox.start_limit`), unless fixed by `start_concur
 Containers never outlive their server: the guest's dead-man's switch ends the container
 when the server's socket closes (even on SIGKILL), `auto_remove` deletes it, and `sweep`
 removes what a crash on a dead engine connection may still have left, judged by the
-owner labels (`labels.py`).
+owner labels (`orsbox.sandbox.host.owner`).
 """
 
 from __future__ import annotations
@@ -41,18 +41,15 @@ from orsbox.errors import ImageNotFound, SandboxError, SandboxStartError
 from orsbox.sandbox.base import SandboxBackend, SandboxInfo, SandboxSpec
 from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, BackendCapabilities
 from orsbox.sandbox.diagnosis import EngineCheck
-from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.allowlist import AllowlistNetwork
 from orsbox.sandbox.docker.config import DEFAULT_ENGINE, DockerConfig, engine_address, is_gvisor
 from orsbox.sandbox.docker.diagnosis import engine_checks
 from orsbox.sandbox.docker.disk import DiskPlan, DiskPlanner
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.engine_limits import engine_limits, episode_cost
-from orsbox.sandbox.docker.guarded import GuardedNetwork, network_vanished
-from orsbox.sandbox.docker.host_state import Swept, sweep_host_state
+from orsbox.sandbox.docker.guarded import GuardedNetwork, network_vanished, sweep_host_state
 from orsbox.sandbox.docker.image_store import DockerImages
 from orsbox.sandbox.docker.images import build_hint
-from orsbox.sandbox.docker.network_checks import network_checks
 from orsbox.sandbox.docker.options import (
     container_name,
     container_options,
@@ -71,6 +68,9 @@ from orsbox.sandbox.guest.channel import ChannelClosed
 from orsbox.sandbox.guest.payload import guest_payload
 from orsbox.sandbox.guest.sleeper import sleeper_binary
 from orsbox.sandbox.guest.start import SubGuests, start_guest
+from orsbox.sandbox.host import owner as L
+from orsbox.sandbox.host.checks import network_checks
+from orsbox.sandbox.host.state import Swept
 from orsbox.sandbox.host_limits import HostLimit, kernel_limits
 from orsbox.sandbox.host_state import HostStateSwept
 from orsbox.sandbox.images import BASE_IMAGE
@@ -413,7 +413,7 @@ class DockerBackend(SandboxBackend):
 
     async def _sweep_rules(self) -> None:
         """Remove the proxies, egress rules and networks of dead servers
-        (`host_state.py`); a host where this process cannot list iptables rules has none
+        (`guarded.sweep_host_state`); a host where this process cannot list iptables rules has none
         of its making to remove."""
         try:
             swept = await sweep_host_state(self.engine)

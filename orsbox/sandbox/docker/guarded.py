@@ -5,7 +5,7 @@ everything else on the engine) but a user-defined bridge orsbox creates and owns
 `orsbox-guarded`, labelled `orsbox.network=guarded`, with inter-container traffic off
 (`com.docker.network.bridge.enable_icc=false`) and a Linux bridge named after the engine
 (`ob-<hash of the engine address>`, so private engines of one machine do not collide),
-which the egress rules (`egress.py`) match on. Docker's embedded DNS resolver serves
+which the egress rules (`orsbox.sandbox.host.egress`) match on. Docker's embedded DNS resolver serves
 user-defined networks, so names keep resolving.
 
 Several servers on one engine share the network (a test run starts many at once, and a
@@ -21,6 +21,7 @@ iptables, no root) refuses networked sandboxes rather than start them unguarded.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import logging
@@ -31,9 +32,10 @@ from pathlib import Path
 import anyio
 
 from orsbox.errors import SandboxError, SandboxGone
-from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.egress import EgressRules, host_resolvers
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.host import owner as L
+from orsbox.sandbox.host.egress import EgressRules, host_resolvers
+from orsbox.sandbox.host.state import Swept, sweep_guard
 
 log = logging.getLogger("orsbox.sandbox.docker.guarded")
 
@@ -162,3 +164,13 @@ async def sweep_networks(engine: Engine) -> int:
         return removed
 
     return await engine.run("sweep orsbox networks", sweep)
+
+
+async def sweep_host_state(engine: Engine, everything: bool = False) -> Swept:
+    """Dead servers' proxies and guard rules (every server's with `everything`:
+    `orsbox.sandbox.host.state.sweep_guard`), then the networks nothing is on any more;
+    where the rules could not be looked at, the networks they guard are left too."""
+    swept = await sweep_guard(everything)
+    if swept.rules_error is not None:
+        return swept
+    return dataclasses.replace(swept, networks=await sweep_networks(engine))

@@ -12,8 +12,8 @@ Measured on Podman 4.3.1 with netavark 1.4 (docs/backends.md has the table):
   `com.docker.network.bridge.enable_icc=false` into netavark's `isolate` option, which
   keeps networks apart but not the containers on one network: two sandboxes on it
   reach each other. And netavark's forwarding rules come before `DOCKER-USER`, where the
-  egress guard's chain hangs (`egress.py`), and a host without Docker has no such chain
-  at all. So a sandbox on Podman gets no network but the host's (which is never
+  egress guard's chain hangs (`orsbox.sandbox.host.egress`), and a host without Docker
+  has no such chain at all. So a sandbox on Podman gets no network but the host's (which is never
   guarded): one that needs one is refused when it starts, named, rather than started
   unguarded, and `capabilities` says so first (`PODMAN_NETWORK_MODES`).
 - **No runtime choice.** Its API ignores the runtime a container asks for; the backend

@@ -16,12 +16,13 @@ import anyio
 
 from orsbox.errors import SandboxError, SandboxGone
 from orsbox.sandbox.base import ExecResult, KilledProcesses
-from orsbox.sandbox.docker.allowlist import AllowlistNetwork, proxy_env
+from orsbox.sandbox.docker.allowlist import AllowlistNetwork
 from orsbox.sandbox.docker.engine import Engine
 from orsbox.sandbox.docker.guarded import GuardedNetwork, network_vanished
 from orsbox.sandbox.docker.layer_bound import LayerBound
 from orsbox.sandbox.guest.channel import GuestChannel, Header
 from orsbox.sandbox.guest.sandbox import GuestSandbox
+from orsbox.sandbox.host.allowlist import proxy_env
 from orsbox.sandbox.usage import ResourceUsage
 
 log = logging.getLogger("orsbox.sandbox.docker")

@@ -5,7 +5,7 @@ An image is named `orsbox-<kind>/<name>:used-<unix ms>`. Its labels say what it 
 the time of last use, which must survive a restart for least-recently-used eviction, is
 the tag: using a snapshot re-tags it with the current time (two engine calls, ~5 ms,
 made in the background). A commit inherits the container's labels; the owner labels
-(`labels.py`) are overwritten with this server's for a fork (so a later `sweep` or
+(`orsbox.sandbox.host.owner`) are overwritten with this server's for a fork (so a later `sweep` or
 `orsbox gc` can remove the images of a server that died) and blanked for setup
 snapshots (its images are meant to outlive the server).
 
@@ -23,8 +23,8 @@ import time
 from typing import Any
 
 from orsbox.sandbox.base import Sandbox
-from orsbox.sandbox.docker import labels as L
 from orsbox.sandbox.docker.engine import Engine
+from orsbox.sandbox.host import owner as L
 from orsbox.sandbox.snapshots import Snapshot, SnapshotStore
 
 KIND = "orsbox.snapshot"
@@ -103,7 +103,7 @@ class DockerSnapshots(SnapshotStore):
         return str((await self.engine.inspect_image(image))["Id"])
 
     async def sweep(self) -> int:
-        """Remove fork images whose server died (judged as containers are, `labels.py`)."""
+        """Remove fork images whose server died (judged as containers are, `host.owner`)."""
         removed = 0
         for kind in OWNER_KINDS:
             for snapshot in await self.find(kind):

@@ -1,11 +1,12 @@
-"""The Docker backend's state on the host outside its containers: swept after dead
-servers (`orsbox gc`, `orsbox.sandbox.host_state`), and its guard proven for `orsbox
-doctor` (`network_checks.py`).
+"""The guard's state on the host outside the sandboxes: swept after dead servers
+(`orsbox gc`, `orsbox.sandbox.host_state`), and proven for `orsbox doctor` (`checks.py`).
 
-A networked sandbox is guarded by a server's iptables chains (`egress.py`), joins a
-network the server made (`guarded.py`, `allowlist.py`) and, with an allow-list, talks
-through a squid of its own (`proxy.py`). Each carries its owner's identity
-(`labels.py`), so whatever a killed server left is found and removed by another.
+A networked sandbox is guarded by a server's iptables chains (`egress.py`) on the bridge
+its backend made for it (Docker: `orsbox.sandbox.docker.guarded`) and, with an
+allow-list, talks through a squid of its own (`proxy.py`, `allowlist.py`). Each carries
+its owner's identity (`owner.py`), so whatever a killed server left is found and removed
+by another. A backend that makes networks of its own sweeps them itself and counts them
+in `Swept.networks`.
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ from dataclasses import dataclass
 import anyio
 
 from orsbox.errors import SandboxError
-from orsbox.sandbox.docker.egress import (
+from orsbox.sandbox.host.egress import (
     BLOCKED,
     EgressRules,
     chain_rules,
     host_resolvers,
     remove_stale,
 )
-from orsbox.sandbox.docker.engine import Engine
-from orsbox.sandbox.docker.guarded import sweep_networks
-from orsbox.sandbox.docker.proxy import sweep_proxies
+from orsbox.sandbox.host.proxy import sweep_proxies
 from orsbox.sandbox.host_state import HostStateSwept
 
 
@@ -34,7 +33,7 @@ from orsbox.sandbox.host_state import HostStateSwept
 class Swept:
     """What one sweep removed of dead servers' host state. `rules_error` says why the
     firewall rules could not be looked at (no root, no iptables); the networks, which
-    the rules guard, are then left too."""
+    the rules guard, are then left too (the backend's own, counted in `networks`)."""
 
     proxies: int
     rules: int = 0
@@ -70,16 +69,16 @@ class NetworkGuardReport:
     allowed: tuple[str, ...]
 
 
-async def sweep_host_state(engine: Engine, everything: bool = False) -> Swept:
-    """Stop dead servers' proxies, remove their guard rules (every server's with
-    `everything`) and the networks nothing is on any more. Rules that cannot be listed
-    (no root, no iptables) are reported, not raised: such a host has none of ours."""
+async def sweep_guard(everything: bool = False) -> Swept:
+    """Stop dead servers' proxies and remove their guard rules (every server's with
+    `everything`). Rules that cannot be listed (no root, no iptables) are reported, not
+    raised: such a host has none of ours."""
     proxies = await anyio.to_thread.run_sync(sweep_proxies)
     try:
         rules = await anyio.to_thread.run_sync(remove_stale, everything)
     except SandboxError as e:
         return Swept(proxies, rules_error=str(e))
-    return Swept(proxies, len(rules), await sweep_networks(engine))
+    return Swept(proxies, len(rules))
 
 
 def check_guard(bridge: str, allow: Sequence[str]) -> NetworkGuardReport:

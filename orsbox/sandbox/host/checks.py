@@ -19,7 +19,7 @@ import anyio
 from orsbox.errors import SandboxError
 from orsbox.sandbox.base import NO_GUARD_NEEDED
 from orsbox.sandbox.diagnosis import EngineCheck
-from orsbox.sandbox.docker.host_state import NetworkGuardReport, check_guard
+from orsbox.sandbox.host.state import NetworkGuardReport, check_guard
 
 GUARD = "egress guard"
 RANGE_NAMES = {

@@ -47,9 +47,9 @@ from pathlib import Path
 
 from orsbox.errors import SandboxError
 from orsbox.sandbox.backend_config import parse_cidrs
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 
-log = logging.getLogger("orsbox.sandbox.docker.egress")
+log = logging.getLogger("orsbox.sandbox.host.egress")
 
 BLOCKED = {
     "iptables": (

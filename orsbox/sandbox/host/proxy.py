@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orsbox.errors import SandboxError
-from orsbox.sandbox.docker import labels as L
-from orsbox.sandbox.docker.egress import BLOCKED, parse_cidrs
+from orsbox.sandbox.host import owner as L
+from orsbox.sandbox.host.egress import BLOCKED, parse_cidrs
 
-log = logging.getLogger("orsbox.sandbox.docker.proxy")
+log = logging.getLogger("orsbox.sandbox.host.proxy")
 
 SQUID = "squid"
 FOLDER_PREFIX = "orsbox-proxy-"
