@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from orsbox.cluster.images import SERVER_IMAGE
-from orsbox.sandbox.docker import labels as L
+from orsbox.sandbox.host import owner as L
 from orsbox.sandbox.procfs import pid_namespace as procfs_pid_namespace
 from orsbox.sandbox.procfs import process_start_time
 from tests.deploy.server_containers import (
