@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +27,16 @@ class Stream:
         return json.loads("".join(data for name, data in self.events if name in ("chunk", "end")))
 
 
-def post_sse(url: str, body: Any, sid: str, timeout: float = 60, **headers: str) -> Stream:
-    """POST and read the whole SSE answer, keeping comments with their arrival times."""
+def post_sse(
+    url: str,
+    body: Any,
+    sid: str,
+    timeout: float = 60,
+    first_event: threading.Event | None = None,
+    **headers: str,
+) -> Stream:
+    """POST and read the whole SSE answer, keeping comments with their arrival times.
+    `first_event` is set when the first event arrives (the server has taken the call)."""
     hdrs = {"X-Session-ID": sid, "Accept": "text/event-stream", **headers}
     started = time.monotonic()
     with httpx.stream("POST", url, json=body, headers=hdrs, timeout=timeout) as response:
@@ -48,4 +57,6 @@ def post_sse(url: str, body: Any, sid: str, timeout: float = 60, **headers: str)
             elif line == "" and name is not None:
                 stream.events.append((name, "\n".join(data)))
                 name, data = None, []
+                if first_event is not None:
+                    first_event.set()
     return stream

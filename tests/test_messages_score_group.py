@@ -5,7 +5,7 @@ taking its turn with the session's tool calls."""
 from __future__ import annotations
 
 import json
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +21,7 @@ from openreward.api.errors import ScoreGroupFailed, ScoreGroupUnsupported
 from orsbox.protocol.reasons import is_infra
 from tests.servers import LiveServer, start_server
 from tests.sse_client import Stream, post_sse
+from tests.waiting import wait_until
 
 TARGETS = [
     "tests/fixture_envs/scoring_envs.py:Judged",
@@ -109,42 +110,39 @@ def test_tool_listing_keeps_the_reference_shape(server: LiveServer, tmp_path: Pa
 
 
 @pytest.mark.parametrize("first", ["call", "scoring"])
-def test_a_scoring_and_a_call_on_one_session_take_turns(server: LiveServer, first: str) -> None:
+def test_a_scoring_and_a_call_on_one_session_take_turns(
+    server: LiveServer, first: str, tmp_path: Path
+) -> None:
     """A call and a scoring posted on one session while the other holds it: the second
     waits for the first to end (the session's call lock), so neither sees the other
-    running and the second sees the first finished."""
+    running and the second sees the first finished. The first holds until its gate
+    opens, which happens only once the server has taken the second (its stream began)."""
     sid = _turns_session(server)
-    hold = {"call": 1.5, "scoring": 0.1}
-    if first == "scoring":
-        hold = {"call": 0.1, "scoring": 1.5}
 
-    def post(what: str) -> Stream:
+    def post(what: str, gate: Path, accepted: threading.Event | None = None) -> Stream:
         if what == "call":
-            body = {"name": "hold", "input": {"seconds": hold["call"]}}
-            return post_sse(f"{server.url}/turns/call", body, sid)
-        candidates = [
-            {
-                "messages": [
-                    {
-                        "role": "assistant",
-                        "blocks": [{"type": "text", "text": str(hold["scoring"])}],
-                    }
-                ]
-            }
-        ]
-        return post_sse(f"{server.url}/turns/score_group", {"candidates": candidates}, sid)
+            body = {"name": "hold", "input": {"gate": str(gate)}}
+            return post_sse(f"{server.url}/turns/call", body, sid, first_event=accepted)
+        text = {"type": "text", "text": str(gate)}
+        candidates = [{"messages": [{"role": "assistant", "blocks": [text]}]}]
+        body = {"candidates": candidates}
+        return post_sse(f"{server.url}/turns/score_group", body, sid, first_event=accepted)
 
     second = "scoring" if first == "call" else "call"
+    gates = {first: tmp_path / first, second: tmp_path / second}
+    started = {what: Path(f"{gate}.started") for what, gate in gates.items()}
+    accepted = threading.Event()
     with ThreadPoolExecutor(2) as pool:
-        started = time.monotonic()
-        one = pool.submit(post, first)
-        time.sleep(0.5)  # the first holds the episode by now
-        two = pool.submit(post, second)
+        one = pool.submit(post, first, gates[first])
+        wait_until(started[first].exists, 30, message=f"the {first} holds the episode")
+        two = pool.submit(post, second, gates[second], accepted)
+        assert accepted.wait(30), f"the server did not take the {second}"
+        assert not started[second].exists()  # it waits for its turn
+        for gate in gates.values():
+            Path(f"{gate}.release").touch()
         seen = {first: _seen(first, one.result()), second: _seen(second, two.result())}
-        took = time.monotonic() - started
     assert seen[first] == {"finished_before": [], "running_with": []}
     assert seen[second] == {"finished_before": [first], "running_with": []}
-    assert took >= 1.6  # one after the other: 1.5 s, then 0.1 s
 
 
 def _turns_session(server: LiveServer) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -73,14 +74,15 @@ class Conversation(Environment):
 
 
 class Hold(BaseModel):
-    seconds: float
+    gate: str
 
 
 class Turns(Judged):
-    """A tool and a scoring that each hold the episode for a while and say what else was
-    running meanwhile and what had finished before they began: a session's calls and
-    scorings take turns (tests/test_messages_score_group.py). Judged's task, prompt and
-    `answer`."""
+    """A tool and a scoring that each hold the episode until the test opens their gate,
+    and say what else was running meanwhile and what had finished before they began: a
+    session's calls and scorings take turns (tests/test_messages_score_group.py). A
+    gate is a path: `GATE.started` is made when the holder begins, and it ends once
+    `GATE.release` exists. Judged's task, prompt and `answer`."""
 
     def __init__(self, task_spec: dict | None = None, secrets: dict | None = None) -> None:
         super().__init__(task_spec, secrets)
@@ -88,23 +90,27 @@ class Turns(Judged):
         self.seen_running: dict[str, list[str]] = {}
         self.finished: list[str] = []
 
-    async def _hold(self, name: str, seconds: float) -> dict:
+    async def _hold(self, name: str, gate: str) -> dict:
         before = list(self.finished)
         self.seen_running[name] = list(self.running)
         self.running.append(name)
-        await asyncio.sleep(seconds)
+        Path(f"{gate}.started").touch()
+        for _ in range(6000):  # 60 s at most: a test that never opens the gate fails
+            if Path(f"{gate}.release").exists():
+                break
+            await asyncio.sleep(0.01)
         self.running.remove(name)
         self.finished.append(name)
         return {"finished_before": before, "running_with": self.seen_running.pop(name)}
 
     @tool
     async def hold(self, params: Hold) -> ToolOutput:
-        """Hold the episode for a while."""
-        seen = await self._hold("call", params.seconds)
+        """Hold the episode until the gate opens."""
+        seen = await self._hold("call", params.gate)
         return ToolOutput(blocks=[TextBlock(text="held")], metadata=seen, reward=0.0)
 
     async def score_group(self, candidates: list[GroupCandidate]) -> list[GroupScore | float]:
-        """Holds for the seconds the first candidate says."""
-        seconds = float(candidates[0].messages[-1].blocks[0].text)  # type: ignore[union-attr]
-        seen = await self._hold("scoring", seconds)
+        """Holds until the gate the first candidate names opens."""
+        gate = candidates[0].messages[-1].blocks[0].text  # type: ignore[union-attr]
+        seen = await self._hold("scoring", gate)
         return [GroupScore(reward=0.0, metadata=seen) for _ in candidates]
