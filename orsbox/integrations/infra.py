@@ -42,9 +42,15 @@ class InfraScope:
         return self.infra_error is not None
 
     def note(self, error: BaseException | str) -> None:
+        """Keep `error` if it is the first not the model's: its text carries the
+        `[infra]` marker (a tool call's error), or it is an HTTP 5xx answer (a session
+        whose setup failed answers its first request so, `"infra": true` in a body the
+        client does not show)."""
         text = str(error)
-        if self.infra_error is None and is_infra(text):
-            self.infra_error = text
+        status = getattr(error, "status", None)
+        server_failed = isinstance(status, int) and 500 <= status < 600
+        if self.infra_error is None and (is_infra(text) or server_failed):
+            self.infra_error = text if is_infra(text) else f"HTTP {status}: {text}"
 
 
 _SCOPE: contextvars.ContextVar[InfraScope | None] = contextvars.ContextVar(
@@ -64,10 +70,10 @@ def infra_scope() -> Iterator[InfraScope]:
 
 
 class InfraWatch(InfraScope):
-    """An openreward session whose `call_tool` notes a failure carrying the `[infra]`
-    marker (then raises it as before); every other attribute is the session's. The
-    first marked failure is kept: the client marks the session dead after it, so the
-    calls that follow fail with `SessionTerminatedError`, which carries no marker."""
+    """An openreward session whose methods note a failure that is not the model's
+    (then raise it as before); every attribute is the session's. The first such
+    failure is kept: the client marks the session dead after it, so the calls that
+    follow fail with `SessionTerminatedError`, which carries no marker."""
 
     def __init__(self, session: Any, scope: InfraScope | None = None) -> None:
         super().__init__()
@@ -79,24 +85,29 @@ class InfraWatch(InfraScope):
         if self._scope is not None:
             self._scope.note(error)
 
-    def call_tool(self, *args: Any, **kwargs: Any) -> Any:
-        if inspect.iscoroutinefunction(self.session.call_tool):
-            return self._call_tool_async(*args, **kwargs)
-        try:
-            return self.session.call_tool(*args, **kwargs)
-        except Exception as e:
-            self.note(e)
-            raise
-
-    async def _call_tool_async(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await self.session.call_tool(*args, **kwargs)
-        except Exception as e:
-            self.note(e)
-            raise
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.session, name)
+        attribute = getattr(self.session, name)
+        if not callable(attribute):
+            return attribute
+        if inspect.iscoroutinefunction(attribute):
+
+            async def watched_async(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await attribute(*args, **kwargs)
+                except Exception as e:
+                    self.note(e)
+                    raise
+
+            return watched_async
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attribute(*args, **kwargs)
+            except Exception as e:
+                self.note(e)
+                raise
+
+        return watched
 
 
 class _Watched:

@@ -27,6 +27,7 @@ import pytest
 
 from orsbox.integrations.infra import InfraWatch
 from tests.integrations.trainers import upstream
+from tests.integrations.trainers.envs import SETUP_FAILS
 
 base_text_env = pytest.importorskip(
     "skyrl_gym.envs.base_text_env", reason="pip install skyrl-gym==0.4.0 (the test extra)"
@@ -219,3 +220,13 @@ def test_a_subclass_ends_and_marks_a_rollout_whose_infrastructure_failed(
     assert env.get_metrics()["infra_failed"] == 1 and GRADING in env.infra_error
     right, env = _rollout(Marked, rows[0], [submit("4")])
     assert right[0]["reward"] == 1.0 and env.get_metrics()["infra_failed"] == 0
+    # a setup that fails in training (prepare_tasks.py skips a task whose prompt fails):
+    # the first call is a 500, which SkyRL's retry does not retry; 0.0 unless marked
+    setup_fails = rows[0] | {"task_index": SETUP_FAILS}
+    plain, _ = _rollout(env_class, setup_fails, [submit("4")])
+    assert plain[0]["reward"] == 0.0 and plain[0]["done"] is False
+    assert (
+        'Error: 500, message="setup failed: RuntimeError' in plain[0]["observations"][0]["content"]
+    )
+    failed, env = _rollout(Marked, setup_fails, [submit("4")] * 3)
+    assert len(failed) == 1 and env.infra_error.startswith("HTTP 500: 500, message=")

@@ -45,32 +45,42 @@ def source(project: str) -> Path:
     return root
 
 
+_PLACED: list[str] = []  # the names put in sys.modules by the load under way
+
+
+def _place(name: str, module: types.ModuleType) -> types.ModuleType:
+    _PLACED.append(name)
+    sys.modules[name] = module
+    return module
+
+
 def _load(name: str, path: Path) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    module = _place(name, importlib.util.module_from_spec(spec))
     spec.loader.exec_module(module)
     return module
 
 
 @contextlib.contextmanager
 def _modules() -> Iterator[None]:
-    """sys.modules as it was once the test is done (the loaded files' names are
-    generic: `config`, `generate`, `roll`)."""
-    before = dict(sys.modules)
+    """The names the loaded files take in sys.modules (generic ones: `config`,
+    `generate`, `roll`) as they were once the test is done; what they import stays."""
+    before = {name: sys.modules.get(name) for name in ("config", "generate", "reward", "gem")}
+    _PLACED.clear()
     try:
         yield
     finally:
-        for name in set(sys.modules) - set(before):
-            del sys.modules[name]
-        sys.modules.update(before)
+        for name in {*_PLACED, *before}:
+            sys.modules.pop(name, None)
+        sys.modules.update({k: v for k, v in before.items() if v is not None})
+        _PLACED.clear()
 
 
 def _package(name: str) -> None:
     module = types.ModuleType(name)
     module.__path__ = []
-    sys.modules[name] = module
+    _place(name, module)
 
 
 @contextlib.contextmanager
@@ -103,8 +113,7 @@ def roll() -> Iterator[types.ModuleType]:
         try:
             import gem  # noqa: F401 - the real base class when installed
         except ImportError:
-            sys.modules["gem"] = types.ModuleType("gem")
-            sys.modules["gem"].Env = _GemEnv  # type: ignore[attr-defined] # stands in for gem-llm
+            _place("gem", types.ModuleType("gem")).Env = _GemEnv  # type: ignore[attr-defined] # stands in for gem-llm
         for name in ("roll", "roll.utils", "roll.pipeline", "roll.pipeline.agentic"):
             _package(name)
         _package("roll.pipeline.agentic.env")
