@@ -8,21 +8,23 @@ read the time) import nothing; `protocol` (the wire) sees `clock`; `sandbox` see
 `protocol`; `authoring` sees the sandbox contract; `formats` are loaders producing
 environments; the `server` sees everything below; the `cli` sees all.
 
-The backend seam (docs/backends.md): each backend lives in its home (`BACKEND_HOMES`:
-the Docker package, the fake's two modules) and the factory (`orsbox/sandbox/config.py`)
-is the one module that imports a home. Outside the homes and the factory nothing names
-a backend's classes or engine address (`ENGINE_WORDS`), nor, besides the host's room
-(`orsbox.sandbox.host`: the egress guard, proxies and owner labels any backend may use),
-the host tools or the owner labels' keys (`HOST_WORDS`), and only the factory tells
-backends apart (`KIND_DECIDERS`): elsewhere code asks the
-backend what it can do (`SandboxBackend.capabilities`). A backend's SDK (the `docker`
-package) is imported in its home only (`SDK_HOMES`): images are built, pulled and
-pushed through the backend's image store. A home imports only the neutral
-contract (`orsbox.errors` and the sandbox modules that are no home and not the factory),
-and so does the skeleton backend in tests/skeleton_backend/, the files a pod-per-session
-backend adds: that is what keeps docs/backends.md's file count true. The conformance
-suite (tests/sandbox/, marked `conformance`) imports no home and tells no backend apart:
-what differs is a capability or a named difference (tests/runtimes.py).
+The backend seam (docs/backends.md): each backend lives in its home, a package of its own
+under orsbox/sandbox, and the factory (`orsbox/sandbox/config.py`) is the one module that
+imports a home. The homes are read from the factory's `BACKENDS` and the config classes
+it lists (`factory_backends`), never listed here: a new backend's line in the factory is
+all it takes for every rule below to hold it. Outside the homes and the factory nothing
+names a backend's classes or engine address (`ENGINE_WORDS`), nor, besides the host's
+room (`orsbox.sandbox.host`: the egress guard, proxies and owner labels any backend may
+use), the host tools or the owner labels' keys (`HOST_WORDS`); only the factory tells
+backends apart (`KIND_DECIDERS`): elsewhere code asks the backend what it can do
+(`SandboxBackend.capabilities`). A backend's SDK (the packages its config's `sdk` names:
+Docker's `docker`) is imported in its home only (`SDK_HOMES`): images are built, pulled
+and pushed through the backend's image store. A home imports only the neutral contract
+(`orsbox.errors` and the sandbox modules that are no home and not the factory), and so
+does the skeleton backend in tests/skeleton_backend/, the files a pod-per-session backend
+adds: that is what keeps docs/backends.md's file count true. The conformance suite
+(tests/sandbox/, marked `conformance`) imports no home and tells no backend apart: what
+differs is a capability or a named difference (tests/runtimes.py).
 
 The tests at the bottom are the test of this test: every forbidden import, added to a
 temporary copy of the package, makes it fail; so does a new comparison of kinds, a new
@@ -35,6 +37,7 @@ import functools
 import itertools
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -93,23 +96,96 @@ KNOWN_EXCEPTIONS: dict[str, tuple[str, str]] = {
     ),
 }
 
-# Each backend's home: the modules that are that backend, which only the factory imports.
+SANDBOX = "orsbox.sandbox"
 FACTORY = "orsbox.sandbox.config"
-BACKEND_HOMES: dict[str, tuple[str, ...]] = {
-    "docker": ("orsbox.sandbox.docker",),
-    "fake": ("orsbox.sandbox.fake", "orsbox.sandbox.fake_images"),
-}
-HOMES = tuple(module for home in BACKEND_HOMES.values() for module in home)
-DOCKER = "orsbox.sandbox.docker"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend the factory lists, as its sources say: `tag` its config's `type`,
+    `home` the package that is the backend (which only the factory imports), `sdk` the
+    third-party packages only it may import (`BackendConfig.sdk`)."""
+
+    tag: str
+    home: str
+    sdk: tuple[str, ...] = ()
+
+
+def factory_backends(factory: str, root: Path = PACKAGE_ROOT.parent) -> list[Backend]:
+    """The backends `BACKENDS` lists in the factory's source `factory`, each read from its
+    config class's source under `root`. Derived, never listed here: the factory's line
+    that registers a new backend makes it a home for every rule below, with no edit to
+    this test (`test_a_backend_added_to_the_factory_needs_no_edit_here`)."""
+    tree = ast.parse(factory)
+    origin = {
+        alias.asname or alias.name: node.module or ""
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    listed = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "BACKENDS"
+    )
+    assert isinstance(listed, ast.Tuple), "BACKENDS is a tuple of config classes"
+    return [_backend(origin[getattr(e, "id", "")], getattr(e, "id", ""), root) for e in listed.elts]
+
+
+def _backend(module: str, config: str, root: Path) -> Backend:
+    path = _source_of(module, root)
+    body = next(
+        node.body
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef) and node.name == config
+    )
+    fields = {
+        node.target.id: node.value
+        for node in body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value
+    }
+    sdk = tuple(ast.literal_eval(fields["sdk"])) if "sdk" in fields else ()
+    return Backend(ast.literal_eval(fields["type"]), home_of_config(module, path), sdk)
+
+
+def _source_of(module: str, root: Path) -> Path:
+    base = root.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def home_of_config(module: str, path: Path) -> str:
+    """A backend's home: the child of orsbox.sandbox that holds its config
+    (`orsbox.sandbox.docker`), or, for one outside the package (the skeleton), the
+    package that holds it."""
+    if module.startswith(SANDBOX + "."):
+        return ".".join(module.split(".")[:3])
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def home_classes(homes: tuple[str, ...], root: Path = PACKAGE_ROOT.parent) -> frozenset[str]:
+    """The classes the homes define (a backend's, its config's, its sandbox's...)."""
+    names: set[str] = set()
+    for home in homes:
+        base = root.joinpath(*home.split("."))
+        for path in sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]:
+            tree = ast.parse(path.read_text())
+            names |= {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    return frozenset(names)
+
+
+# Each backend's home (by its tag): the package that is that backend, which only the
+# factory imports.
+BACKENDS = factory_backends((PACKAGE_ROOT / "sandbox" / "config.py").read_text())
+BACKEND_HOMES = {backend.tag: backend.home for backend in BACKENDS}
+HOMES = tuple(BACKEND_HOMES.values())
+DOCKER = "orsbox.sandbox.docker"  # the tests of this test reach into it
 NEUTRAL_OUTSIDE_SANDBOX = ("orsbox.errors",)  # what a home may import besides the sandbox's
 
 # Only the factory tells backends apart: elsewhere, code asks the backend what it can do
 # (`SandboxBackend.capabilities`), never which one it is (`kind`/`type` compared with a
-# backend's name, `isinstance` with a backend's or a config's class).
-BACKEND_NAMES = frozenset({"docker", "fake"})
-BACKEND_CLASSES = frozenset(
-    {"DockerConfig", "FakeConfig", "DockerBackend", "FakeBackend", "DockerSandbox", "FakeSandbox"}
-)
+# backend's name, `isinstance` with a class a backend's home defines).
+BACKEND_NAMES = frozenset(BACKEND_HOMES)
+BACKEND_CLASSES = home_classes(HOMES)
 KIND_DECIDERS = (FACTORY, *HOMES)
 # Issue 24, item 1 removes these (the image half): shrinking only.
 KIND_CHECKS: frozenset[str] = frozenset()
@@ -138,9 +214,10 @@ FORBIDDEN_PACKAGES = {
     "orsbox.protocol": ("fastapi", "starlette"),
     "orsbox.sandbox": ("fastapi", "starlette"),
 }
-# a backend's SDK, imported in its home only: elsewhere images go through the backend's
-# image store (`orsbox.sandbox.images`: builds, pulls, pushes), sandboxes through the contract
-SDK_HOMES = {"docker": DOCKER}
+# a backend's SDK (`BackendConfig.sdk`), imported in its home only: elsewhere images go
+# through the backend's image store (`orsbox.sandbox.images`: builds, pulls, pushes),
+# sandboxes through the contract
+SDK_HOMES = {package: backend.home for backend in BACKENDS for package in backend.sdk}
 
 
 def module_name(path: Path, root: Path = PACKAGE_ROOT) -> str:
@@ -239,13 +316,8 @@ def backend_reaches(imports: Imports) -> dict[str, list[str]]:
         home = home_of(imported)
         if home is None or module == FACTORY or reaches(module, home):
             continue
-        if home_of(module) is not None and BACKEND_OF.get(home) == BACKEND_OF.get(home_of(module)):
-            continue  # the fake's two modules are one home
         found.setdefault(module, []).append(f"line {line}: {imported}")
     return found
-
-
-BACKEND_OF = {module: name for name, home in BACKEND_HOMES.items() for module in home}
 
 
 def backend_violations(imports: Imports) -> list[str]:
@@ -278,12 +350,7 @@ def contract_violations(imports: Imports, home: str, own: tuple[str, ...]) -> li
 
 
 def home_violations(imports: Imports) -> list[str]:
-    return [
-        found
-        for home in BACKEND_HOMES.values()
-        for module in home
-        for found in contract_violations(imports, module, home)
-    ]
+    return [found for home in HOMES for found in contract_violations(imports, home, (home,))]
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -510,12 +577,39 @@ def test_a_backend_is_imported_only_by_the_factory_and_itself() -> None:
     assert not found, "\n".join(found)
 
 
-def test_every_backend_the_factory_lists_has_a_home() -> None:
-    from orsbox.sandbox.config import BACKENDS
+def test_the_backends_read_from_the_factory_s_source_are_the_factory_s() -> None:
+    """Each a package of its own under orsbox/sandbox (its room: nothing else of the
+    package is its), holding its config; tag and SDK as the config class says."""
+    from orsbox.sandbox.config import BACKENDS as LISTED
 
-    for config in BACKENDS:
-        home = home_of(config.__module__)
-        assert home is not None and BACKEND_OF[home] == config.tag(), config
+    assert [(b.tag, b.sdk) for b in BACKENDS] == [(c.tag(), c.sdk) for c in LISTED]
+    for backend, config in zip(BACKENDS, LISTED, strict=True):
+        assert reaches(config.__module__, backend.home), (backend, config)
+        assert _source_of(backend.home, PACKAGE_ROOT.parent).name == "__init__.py", backend
+
+
+def test_a_backend_added_to_the_factory_needs_no_edit_here() -> None:
+    """docs/backends.md's registration of a new backend, for the skeleton: its config
+    imported into the factory and added to `BACKENDS`. The rules then hold it as a home
+    (only the factory imports it; it imports only the neutral contract; its name and
+    classes tell backends apart) with nothing listed in this file."""
+    factory = (PACKAGE_ROOT / "sandbox" / "config.py").read_text()
+    registered = re.sub(
+        r"^(BACKENDS: .*= \(.*)\)$",
+        r"\1, SkeletonConfig)",
+        factory.replace(
+            "\nfrom orsbox.sandbox.",
+            "\nfrom tests.skeleton_backend import SkeletonConfig\nfrom orsbox.sandbox.",
+            1,
+        ),
+        flags=re.MULTILINE,
+    )
+    assert registered.count("SkeletonConfig") == 2, "the factory's BACKENDS line changed shape"
+    added = set(factory_backends(registered)) - set(BACKENDS)
+    assert added == {Backend("skeleton", SKELETON)}
+    assert "SkeletonBackend" in home_classes((SKELETON,))
+    imports = package_imports(SKELETON_ROOT, root=TESTS_ROOT)
+    assert contract_violations(imports, SKELETON, (SKELETON,)) == []
 
 
 def test_a_backend_imports_only_the_neutral_contract() -> None:
@@ -623,8 +717,8 @@ def test_each_forbidden_layer_import_fails(package_copy: Path, layer: str, other
         ("orsbox/formats/swebench/grading.py", "from orsbox.sandbox.docker.engine import connect"),
         ("orsbox/authoring/container.py", "from orsbox.sandbox.docker.config import DockerConfig"),
         ("orsbox/server/app.py", "from orsbox.sandbox.fake import FakeBackend"),
-        ("orsbox/sandbox/pool.py", "import orsbox.sandbox.fake_images"),
-        ("orsbox/sandbox/fake.py", "from orsbox.sandbox.docker import guarded"),
+        ("orsbox/sandbox/pool.py", "import orsbox.sandbox.fake.images"),
+        ("orsbox/sandbox/fake/__init__.py", "from orsbox.sandbox.docker import guarded"),
         ("orsbox/sandbox/host/egress.py", "from orsbox.sandbox.docker.engine import Engine"),
     ],
 )

@@ -95,6 +95,9 @@ class BackendConfig(ConfigModel):
     flags: ClassVar[tuple[str, ...]] = ()
     # what runs this backend's sandboxes, in `orsbox doctor`'s first line
     title: ClassVar[str] = "sandbox backend"
+    # third-party packages only this backend's package imports (its engine's SDK), which
+    # tests/test_layering.py keeps there: the rest of orsbox goes through the contract
+    sdk: ClassVar[tuple[str, ...]] = ()
 
     @field_validator("egress_allow")
     @classmethod

@@ -5,7 +5,7 @@ it, the parent passed as `ARG BASE_IMAGE`. An `ImageStore` is a backend's images
 (`SandboxBackend.images`): is one there, pull it, build a recipe, read its labels or a
 folder out of it, list and remove them. The Docker backend's store is the configured
 engine's (`orsbox.sandbox.docker.image_store`), the fake's an honest record in memory
-(`orsbox.sandbox.fake_images`). Images a sandbox was saved into are the backend's
+(`orsbox.sandbox.fake.images`). Images a sandbox was saved into are the backend's
 `SnapshotStore` (`orsbox.sandbox.snapshots`), not this store's.
 
 `ensure_built` is the one "build it unless it is there" every caller shares.

@@ -50,6 +50,7 @@ class DockerConfig(BackendConfig):
 
     flags: ClassVar[tuple[str, ...]] = ("runtime", "engine")
     title: ClassVar[str] = "Docker engine"
+    sdk: ClassVar[tuple[str, ...]] = ("docker",)
 
     def create(
         self, *, server_id: str | None = None, start_concurrency: int | None = None

@@ -44,7 +44,7 @@ from orsbox.sandbox.base import (
     SandboxSpec,
 )
 from orsbox.sandbox.capabilities import BackendCapabilities
-from orsbox.sandbox.fake_images import FakeImages
+from orsbox.sandbox.fake.images import FakeImages
 from orsbox.sandbox.guest.inside import files as guest_files
 from orsbox.sandbox.guest.inside.capture import Capture
 
