@@ -31,6 +31,12 @@ class BackendCapabilities:
     `snapshots`: a running sandbox can be saved and started again (`backend.snapshots`).
     `engine`: what serves the sandboxes, where that limits them (`Podman 4.3.1`: no
     guarded network, docs/backends.md), for messages; None otherwise.
+    `bridge`: the host's interface that sandboxes with a network of their own
+    (`network=True`) are bridged through (Docker: the guarded network's `ob-...`), while
+    one is; None where none is offered. A sandbox with the host's network sees it.
+    `runtime_default_caps`: the capability set root keeps under
+    `privileges="runtime-default"`, as /proc/<pid>/status shows it (`CapEff`, in hex;
+    Docker's default set is `00000000a80425fb`); None where the backend cannot say.
     """
 
     isolated: bool
@@ -41,6 +47,8 @@ class BackendCapabilities:
     runtime: str | None = None
     allowed_runtimes: tuple[str, ...] = ()
     engine: str | None = None
+    bridge: str | None = None
+    runtime_default_caps: str | None = None
 
     def offers_runtime(self, runtime: str) -> bool:
         """An environment may ask for `runtime`: the configured one or an allowed one."""

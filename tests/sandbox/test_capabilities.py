@@ -1,7 +1,9 @@
 """What each backend says it can do (`SandboxBackend.capabilities`), held against what it
-does: on the fake, runc, runsc and Podman (`tests/runtimes.py`). The server's policy and
-the CLI ask these answers instead of the backend's kind (tests/test_layering.py keeps it
-so), so a wrong answer would refuse what works or start what cannot."""
+does, on every backend of the conformance suite (`tests/runtimes.py`), with no row per
+backend here: each answer is checked by doing what it promises, or by what the backend
+documents (its differences). The server's policy and the CLI ask these answers instead
+of the backend's kind (tests/test_layering.py keeps it so), so a wrong answer would
+refuse what works or start what cannot. docs/backends.md tabulates them."""
 
 from __future__ import annotations
 
@@ -9,31 +11,73 @@ import pytest
 
 from orsbox.errors import SandboxStartError
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
-from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE
+from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, NetworkMode
 from orsbox.sandbox.pool import WarmPool
 from tests.runtimes import BackendUnderTest
 
 pytestmark = [pytest.mark.anyio, pytest.mark.conformance]
 
 BASE_IMAGE = "orsbox/base:latest"
-# who -> (isolated, network modes, switches its network, chooses a runtime, snapshots)
-EXPECTED = {
-    "fake": (False, {"host"}, False, False, False),
-    "runc": (True, EVERY_NETWORK_MODE, True, True, True),
-    "gVisor": (True, {False}, False, True, True),
-    # no guarded network (orsbox/sandbox/docker/podman.py); Podman's API ignoring a
-    # runtime is found out at the first start that asks for one (test_podman.py)
-    "Podman": (True, {False, "host"}, False, True, True),
-}
+INTERFACES = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"  # gVisor has no /sys/class/net
+PROXY = 'echo "${http_proxy:-none}"'
 
 
 async def test_the_answers_are_the_documented_ones(
     under_test: BackendUnderTest, backend: SandboxBackend
 ) -> None:
+    """Isolation is what the backend's differences say (the fake documents `limits`); a
+    backend that saves snapshots has a snapshot store; a configured runtime is offered."""
     caps = backend.capabilities
-    answered = (caps.isolated, caps.network_modes, caps.switch_network, caps.runtime_choice)
-    assert (*answered, caps.snapshots) == EXPECTED[under_test.who]
+    assert caps.isolated == (not under_test.has("limits"))
     assert caps.snapshots == (backend.snapshots is not None)
+    assert caps.runtime is None or caps.offers_runtime(caps.runtime)
+    assert not caps.switch_network or {True, False} <= caps.network_modes
+
+
+async def test_each_network_mode_offered_is_had(
+    under_test: BackendUnderTest, backend: SandboxBackend
+) -> None:
+    """A sandbox started with each mode offered has that network: none is loopback
+    only, the guarded network an interface of its own (not the host's bridge), the host's
+    the host's interfaces, an allow-list its proxy."""
+    caps = backend.capabilities
+    for mode in sorted(caps.network_modes, key=str):  # False, True, allowlist, host
+        hosts = ("example.org",) if mode == "allowlist" else ()
+        limits = SandboxLimits(network=mode, allowed_hosts=hosts)
+        sandbox = await backend.start(SandboxSpec(image=BASE_IMAGE, limits=limits))
+        try:
+            await _has_network(sandbox, mode, caps.bridge, under_test.has("limits"))
+        finally:
+            await sandbox.close()
+
+
+async def _has_network(
+    sandbox: Sandbox, mode: NetworkMode, bridge: str | None, unenforced: bool
+) -> None:
+    inside = (await sandbox.shell(INTERFACES)).output.split()
+    if unenforced:  # the fake's are host processes: the host's network whatever is asked
+        assert inside != ["lo"], inside
+    elif mode is False:
+        assert inside == ["lo"], inside
+    elif mode == "allowlist":
+        assert (await sandbox.shell(PROXY)).output.startswith("http://"), mode
+    elif mode is True:
+        assert inside != ["lo"] and (bridge is None or bridge not in inside), inside
+    else:  # the host's: its bridge is up, a guarded sandbox (sorted first) having used it
+        assert inside != ["lo"] and (bridge is None or bridge in inside), inside
+
+
+async def test_a_network_is_switched_where_it_is_offered(
+    backend: SandboxBackend, sandbox: Sandbox
+) -> None:
+    """`switch_network`: a running sandbox gets a network and loses it again (where it
+    is not offered, the server's policy never asks: nothing to hold)."""
+    if not backend.capabilities.switch_network:
+        return
+    await sandbox.set_network(True)
+    assert (await sandbox.shell(INTERFACES)).output.split() != ["lo"]
+    await sandbox.set_network(False)
+    assert (await sandbox.shell(INTERFACES)).output.split() == ["lo"]
 
 
 async def test_a_wrapper_gives_the_backend_s_answer(backend: SandboxBackend) -> None:

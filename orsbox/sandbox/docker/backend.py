@@ -51,6 +51,7 @@ from orsbox.sandbox.docker.guarded import GuardedNetwork, network_vanished, swee
 from orsbox.sandbox.docker.image_store import DockerImages
 from orsbox.sandbox.docker.images import build_hint
 from orsbox.sandbox.docker.options import (
+    RUNTIME_DEFAULT_CAPS,
     container_name,
     container_options,
     guest_memory_bounds,
@@ -151,6 +152,8 @@ class DockerBackend(SandboxBackend):
             snapshots=True,
             runtime=self.config.runtime,
             engine=self.engine.product if podman else None,
+            bridge=self.guarded.bridge if True in modes else None,
+            runtime_default_caps=RUNTIME_DEFAULT_CAPS,
         )
 
     # -- start
