@@ -15,9 +15,9 @@ drop it. These wrappers keep it, without changing what the trainer's class sees:
   the wrapped client opens is watched, and the failure goes to the `infra_scope()`
   the rollout runs in (a context variable, so each asyncio task has its own).
 
-What to do with a marked rollout is the trainer's: docs/trainers.md gives the setting
-or the few lines for each (slime/Miles: `sample.remove_sample`; SkyRL and ROLL: end
-the episode and leave it out, as their section says).
+What to do with a marked rollout is the trainer's: docs/trainers.md gives the few
+lines for each. For slime and Miles they are here: `mask_infra_generate(module)` wraps
+the cookbook's `generate` and sets `sample.remove_sample` on such a rollout.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
-from collections.abc import Iterator
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from orsbox.client import is_infra
@@ -157,3 +159,29 @@ def watch_client(client: Any) -> Any:
     `InfraWatch`es reporting to the `infra_scope()` around them. Wrapping twice is
     wrapping once."""
     return client if isinstance(client, _WatchedClient) else _WatchedClient(client)
+
+
+def mask_infra_generate(module: Any) -> Callable[..., Awaitable[Any]]:
+    """slime's and Miles's `generate(args, sample, sampling_params)` from the
+    OpenRewardAI cookbook's `generate.py` (`module`), with the rollouts whose
+    infrastructure failed left out of the loss: `sample.remove_sample` set and the
+    failure in the sample's metadata as `infra_error`. It watches the module's shared
+    client (`module._state.or_client`, made as the cookbook makes it when not yet made)
+    and runs each rollout in an `infra_scope()`. docs/trainers.md#slime-and-miles."""
+
+    async def generate(args: Any, sample: Any, sampling_params: Any) -> Any:
+        state = module._state
+        if state.or_client is None:
+            from openreward import AsyncOpenReward
+
+            state.or_client = AsyncOpenReward(api_key=os.environ["OPENREWARD_API_KEY"])
+        state.or_client = watch_client(state.or_client)
+        with infra_scope() as scope:
+            sample = await module.generate(args, sample, sampling_params)
+        if scope.infra_error is not None:
+            sample.remove_sample = True
+            meta = json.loads(sample.metadata)
+            sample.metadata = json.dumps({**meta, "infra_error": scope.infra_error})
+        return sample
+
+    return generate

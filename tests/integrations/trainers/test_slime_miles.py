@@ -37,9 +37,8 @@ from openreward import AsyncOpenReward
 from openreward.api.environments.client import Task
 from openreward.api.errors import ToolCallError
 
-from orsbox.integrations.infra import infra_scope, watch_client
+from orsbox.integrations.infra import mask_infra_generate
 from tests.integrations.trainers import upstream
-from tests.integrations.trainers.envs import SETUP_FAILS
 
 GRADING = "[infra] grading_error: grading error [runner-missing]: pytest: command not found"
 ENVIRONMENTS = ("math", "shaky")
@@ -103,22 +102,36 @@ async def slime_shaped(client: Any, sample: Any, policy: Callable[[str], str]) -
 
 
 class Ours:
-    """Our rollout behind the interface the tests drive."""
+    """Our rollout behind the interface the tests drive, shaped as the cookbook's
+    module: a shared client in `_state`, `generate(args, sample, sampling_params)`."""
 
     def __init__(self) -> None:
-        self.client = AsyncOpenReward()
+        self.module = types.SimpleNamespace(_state=types.SimpleNamespace(or_client=None))
+
+        async def generate(args: Any, sample: Any, sampling_params: Any) -> Any:
+            state = self.module._state
+            state.or_client = state.or_client or AsyncOpenReward()
+            return await slime_shaped(state.or_client, sample, POLICY.get())
+
+        self.module.generate = generate
 
     async def prepare(self) -> list[dict[str, Any]]:
-        return await prepare(self.client)
+        client = AsyncOpenReward()
+        try:
+            return await prepare(client)
+        finally:
+            await client.environments.aclose()
 
-    async def generate(self, sample: Any, policy: Callable[[str], str], client: Any = None) -> Any:
-        return await slime_shaped(client or self.client, sample, policy)
-
-    def watch(self) -> None:
-        self.client = watch_client(self.client)
+    async def generate(
+        self, sample: Any, policy: Callable[[str], str], masked: bool = False
+    ) -> Any:
+        POLICY.set(policy)
+        generate = mask_infra_generate(self.module) if masked else self.module.generate
+        return await generate(None, sample, {})
 
     async def close(self) -> None:
-        await self.client.environments.aclose()
+        if self.module._state.or_client is not None:
+            await self.module._state.or_client.environments.aclose()
 
 
 class CharTokenizer:
@@ -157,17 +170,17 @@ class Cookbook:
         await self.files.prepare_tasks.fetch_and_write(str(self.config_path), str(out), None)
         return [json.loads(line) for line in out.read_text().splitlines()]
 
-    async def generate(self, sample: Any, policy: Callable[[str], str]) -> Any:
+    async def generate(
+        self, sample: Any, policy: Callable[[str], str], masked: bool = False
+    ) -> Any:
         POLICY.set(policy)
-        sample = await self.files.generate.generate(self.args, sample, {})
+        module = self.files.generate
+        generate = mask_infra_generate(module) if masked else module.generate
+        sample = await generate(self.args, sample, {})
         reward = await self.files.reward.reward_func(self.args, sample)
         assert reward == sample.reward  # --custom-rm-path reward.py agrees with generate
         assert len(sample.loss_mask) == sample.response_length
         return sample
-
-    def watch(self) -> None:
-        state = self.files.generate._state
-        state.or_client = watch_client(state.or_client or AsyncOpenReward())
 
     async def close(self) -> None:
         state = self.files.generate._state
@@ -297,30 +310,34 @@ def test_an_infrastructure_failure_is_a_reward_of_zero(trainer: Callable[[Any], 
     assert trainer(body) == [(0.0, "error"), (0.0, "error")]
 
 
-def test_a_watched_client_tells_which_rollouts_failed(trainer: Callable[[Any], Any]) -> None:
-    """docs/trainers.md's generate wrapper: the client watched, each rollout in an
-    `infra_scope()`; the two failures above are told apart from a wrong answer, for
-    `sample.remove_sample`."""
-    assert SETUP_FAILS == 4
+def test_the_wrapped_generate_leaves_failed_rollouts_out_of_the_loss(
+    trainer: Callable[[Any], Any],
+) -> None:
+    """`orsbox.integrations.infra.mask_infra_generate` around the same generate
+    (docs/trainers.md): the two failures above get `remove_sample`, with their error in
+    the metadata; a wrong answer, rollouts at once, is scored as before."""
 
-    async def body(code: Any) -> list[tuple[float, bool]]:
+    async def body(code: Any) -> list[tuple[float, bool, str | None]]:
         rows = await code.prepare()
-        code.watch()
         picked = [
             _pick(rows, "shaky", SHAKY_1),
             _pick(rows, "shaky", "what is 2+2? (its setup"),
             _pick(rows, "shaky", SHAKY_0),
         ]
+        policy = answering({"3+3": "6", "2+2": "5"})
+        samples = await asyncio.gather(
+            *(code.generate(_sample(row), policy, masked=True) for row in picked)
+        )
+        return [
+            (
+                s.reward,
+                getattr(s, "remove_sample", False),
+                json.loads(s.metadata).get("infra_error"),
+            )
+            for s in samples
+        ]
 
-        async def rollout(row: dict[str, Any]) -> tuple[float, str | None]:
-            with infra_scope() as scope:
-                sample = await code.generate(_sample(row), answering({"3+3": "6", "2+2": "5"}))
-            return sample.reward, scope.infra_error
-
-        return await asyncio.gather(*(rollout(row) for row in picked))
-
-    (graded, graded_error), (setup, setup_error), (wrong, wrong_error) = trainer(body)
-    assert (graded, setup, wrong) == (0.0, 0.0, 0.0)
-    assert graded_error is not None and GRADING in graded_error
-    assert setup_error is not None and setup_error.startswith("HTTP 500: ")
-    assert wrong_error is None
+    graded, setup, wrong = trainer(body)
+    assert graded[:2] == (0.0, True) and GRADING in graded[2]
+    assert setup[:2] == (0.0, True) and setup[2].startswith("HTTP 500: ")
+    assert wrong == (0.0, False, None)
