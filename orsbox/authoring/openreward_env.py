@@ -36,6 +36,7 @@ from orsbox.protocol.types import (
     RunToolError,
     RunToolSuccess,
     Split,
+    TerminalToolSpec,
     ToolOutput,
     ToolSpec,
 )
@@ -60,6 +61,15 @@ def adapt(cls: type) -> type[Environment]:
 
 def _dump(value: Any) -> Any:
     return value.model_dump() if hasattr(value, "model_dump") else value
+
+
+def _terminal(spec: Any) -> TerminalToolSpec | None:
+    """openreward's `TerminalToolSpec` (a dataclass) as orsbox's wire type."""
+    if spec is None:
+        return None
+    return TerminalToolSpec(
+        name=spec.name, arg=spec.arg, description=getattr(spec, "description", "") or ""
+    )
 
 
 class OpenRewardEnvironment(Environment):
@@ -133,17 +143,23 @@ class OpenRewardEnvironment(Environment):
     def list_tools(cls) -> ListToolsOutput:
         listed = cls.wrapped.list_tools()
         tools = [ToolSpec.model_validate(_dump(t)) for t in listed.tools]
-        return ListToolsOutput(tools=tools, supports_score_group=cls.supports_score_group() or None)
+        return ListToolsOutput(
+            tools=tools,
+            terminal_tool=_terminal(getattr(listed, "terminal_tool", None)),
+            supports_score_group=cls.supports_score_group() or None,
+        )
 
     async def list_task_tools(self) -> ListToolsOutput:
         """The task's own tools and the session's toolset (the shared ones are listed
-        by `list_tools`)."""
+        by `list_tools`), and the session's `@terminal` tool (a toolset may bring one)."""
         from openreward.environments.session import list_session_tools
 
         shared = {t.name for t in self.list_tools().tools}
         merged = await list_session_tools(self.inner, self.toolset)
         tools = [ToolSpec.model_validate(_dump(t)) for t in merged.tools if t.name not in shared]
-        return ListToolsOutput(tools=tools)
+        return ListToolsOutput(
+            tools=tools, terminal_tool=_terminal(getattr(merged, "terminal_tool", None))
+        )
 
     def callable_tools(self) -> dict[str, Any]:
         return {}  # every call goes through `dispatch`

@@ -53,8 +53,21 @@ class ToolSpec(_Wire):
     input_schema: JSONObject | None
 
 
+class TerminalToolSpec(_Wire):
+    """An openreward environment's `@terminal` tool, as openreward's server lists it:
+    left out of `tools` (the model does not call it by name), named here so a client
+    can pass the assistant's final message to it (`arg`, or no argument when None)."""
+
+    name: str
+    arg: str | None = None
+    description: str = ""
+
+
 class ListToolsOutput(_Wire):
     tools: list[ToolSpec]
+    terminal_tool: TerminalToolSpec | None = Field(
+        default=None, description="set only by openreward environments with a @terminal tool"
+    )
     supports_score_group: bool | None = Field(
         default=None, description="set (true) only by environments that score groups"
     )
@@ -62,10 +75,12 @@ class ListToolsOutput(_Wire):
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """`{"tools": [...]}` exactly, as the reference stacks send, unless the
-        environment scores groups (the openreward client reads the flag)."""
+        environment has a `@terminal` tool or scores groups (the openreward client reads
+        both; platoon compares `terminal_tool` with the class it was given)."""
         data = handler(self)
-        if data.get("supports_score_group") is None:
-            data.pop("supports_score_group", None)
+        for key in ("terminal_tool", "supports_score_group"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 

@@ -179,7 +179,9 @@ async def task_tools(
     name, _ = catalog.get(env_name)
     env = await sessions.environment(sid, owner=owner, env=name)
     shared = env.list_tools()
-    specific = (await call_user(env.list_task_tools)).tools
+    specific = await call_user(env.list_task_tools)
     return ListToolsOutput(
-        tools=[*shared.tools, *specific], supports_score_group=shared.supports_score_group
+        tools=[*shared.tools, *specific.tools],
+        terminal_tool=specific.terminal_tool or shared.terminal_tool,
+        supports_score_group=shared.supports_score_group,
     )
