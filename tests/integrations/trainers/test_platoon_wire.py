@@ -198,6 +198,26 @@ def test_tools_match_the_class_with_its_terminal_tool(servers: list[LiveServer])
     assert "terminal_tool" not in httpx.get(f"{servers[0].url}/math/tools").json()
 
 
+def test_the_openreward_client_ends_an_episode_with_the_final_message(
+    servers: list[LiveServer],
+) -> None:
+    """What a harness does with an environment whose plain assistant message is final:
+    the openreward client passes the message to the advertised `@terminal` tool."""
+
+    async def play(message: str) -> float | None:
+        url = servers[0].url
+        api = AsyncEnvironmentsAPI(base_url=url, api_key="local", api_base_url=url)
+        try:
+            async with api.get("sums").session(split="train", index=1) as session:
+                assert await session.is_assistant_message_final()
+                return (await session.call_terminal_tool(message)).reward
+        finally:
+            await api.aclose()
+
+    assert asyncio.run(play("42")) == 1.0
+    assert asyncio.run(play("41")) == 0.0
+
+
 def test_a_group_spreads_over_both_servers_with_the_right_rewards(
     servers: list[LiveServer], docker_client: docker.DockerClient
 ) -> None:
