@@ -25,12 +25,19 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import docker
 import pytest
 from openreward import OpenReward
 
+from orsbox.bundle import environments_dir
 from orsbox.integrations.infra import InfraWatch
+from orsbox.sandbox.host import owner as L
 from tests.integrations.trainers import upstream
 from tests.integrations.trainers.envs import SETUP_FAILS
+from tests.servers import LiveServer
+from tests.waiting import wait_until
+
+EXAMPLES = environments_dir() / "coding" / "examples"
 
 GRADING = "[infra] grading_error: grading error [runner-missing]: pytest: command not found"
 
@@ -219,3 +226,36 @@ def test_a_subclass_ends_and_marks_an_episode_whose_infrastructure_failed(roll_e
     finally:
         env.close()
         env._client.close()
+
+
+def test_coding_in_a_container_of_its_own(
+    roll_env: Any, server: LiveServer, docker_client: docker.DockerClient
+) -> None:
+    """The server's third environment, a container per episode: a group of two envs
+    (one seed, one task) playing the example episodes, tool call by tool call; each
+    episode's container removed when it ends."""
+    right, wrong = roll_env("coding"), roll_env("coding")
+    for env in (right, wrong):
+        observation, _ = env.reset(seed=0)
+        assert "def is_palindrome(text: str) -> bool" in observation[0]["content"]
+    assert len(_containers(docker_client, server)) == 2
+    results = {}
+    for env, example in ((right, "train-0-correct"), (wrong, "train-0-wrong")):
+        for line in (EXAMPLES / f"{example}.jsonl").read_text().splitlines():
+            call = json.loads(line)
+            action = f"<tool_call>\n{json.dumps({'name': call['name'], 'arguments': call['input']})}\n</tool_call>"
+            observation, reward, terminated, _, _ = env.step(action)
+        results[example] = (reward, terminated)
+    assert results == {"train-0-correct": (1.0, True), "train-0-wrong": (0.0, True)}
+    assert "expected True" in observation[-1]["content"]  # the grader's failing case
+    wait_until(
+        lambda: not _containers(docker_client, server),
+        30,
+        interval_s=0.2,
+        message="each episode's container removed when it ended",
+    )
+
+
+def _containers(client: docker.DockerClient, server: LiveServer) -> list[str]:
+    found = client.api.containers(all=True, filters={"label": f"{L.PID}={server.process.pid}"})
+    return [c["Id"] for c in found]
