@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import docker
 import pytest
 
 from orsbox.integrations.infra import InfraWatch
@@ -132,10 +133,14 @@ def skyrl(request: pytest.FixtureRequest, ors_url: str) -> Iterator[tuple[type, 
         )
 
 
-def submit(answer: str) -> str:
+def call(name: str, **arguments: str) -> str:
     """The scripted policy's turn: what SkyRL's generator hands `step`, cut at its stop
     string `</tool_call>`."""
-    return f'<tool_call>\n{{"name": "submit", "arguments": {{"answer": "{answer}"}}}}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def submit(answer: str) -> str:
+    return call("submit", answer=answer)
 
 
 def _rollout(env_class: type, row: dict[str, Any], turns: list[str]) -> tuple[list[Any], Any]:
@@ -194,12 +199,8 @@ def test_an_infrastructure_failure_is_a_reward_of_zero(skyrl: tuple[type, Any]) 
     assert "session terminated" in steps[1]["observations"][0]["content"]
 
 
-def test_a_subclass_ends_and_marks_a_rollout_whose_infrastructure_failed(
-    skyrl: tuple[type, Any],
-) -> None:
-    """docs/trainers.md's subclass: the episode ends at the failure, its metrics say so
-    (for a generator to leave it out), a right answer is unchanged."""
-    env_class, prepare = skyrl
+def marked(env_class: type) -> type:
+    """docs/trainers.md's subclass of SkyRL's class (here also of ours)."""
 
     class Marked(env_class):  # type: ignore[misc,valid-type] # the class under test
         infra_error: str | None = None
@@ -219,6 +220,17 @@ def test_a_subclass_ends_and_marks_a_rollout_whose_infrastructure_failed(
         def get_metrics(self) -> dict[str, Any]:
             return {**super().get_metrics(), "infra_failed": int(self.infra_error is not None)}
 
+    return Marked
+
+
+def test_a_subclass_ends_and_marks_a_rollout_whose_infrastructure_failed(
+    skyrl: tuple[type, Any],
+) -> None:
+    """docs/trainers.md's subclass: the episode ends at the failure, its metrics say so
+    (for a generator to leave it out), a right answer is unchanged."""
+    env_class, prepare = skyrl
+
+    Marked = marked(env_class)
     rows = prepare("shaky", 2)
     failed, env = _rollout(Marked, rows[1], [submit("6")] * 3)
     assert len(failed) == 1 and failed[0]["done"] is True and failed[0]["reward"] == 0.0
@@ -235,3 +247,28 @@ def test_a_subclass_ends_and_marks_a_rollout_whose_infrastructure_failed(
     )
     failed, env = _rollout(Marked, setup_fails, [submit("4")] * 3)
     assert len(failed) == 1 and env.infra_error.startswith("HTTP 500: 500, message=")
+
+
+def test_a_sandbox_killed_under_the_episode(
+    skyrl: tuple[type, Any], docker_client: docker.DockerClient
+) -> None:
+    """`coding`'s container killed between two `bash` calls: SkyRL scores the turn
+    0.0 and goes on, the model reading `[infra] sandbox_gone`; the subclass ends the
+    episode and marks it. The session is deleted at `close()`."""
+    env_class, prepare = skyrl
+    row = prepare("coding", 1)[0]
+    extras = {k: row[k] for k in ("env_name", "split", "task_index")} | {"max_turns": 5}
+    env = marked(env_class)(env_config=None, extras=extras)
+    try:
+        env.init(row["prompt"])
+        up = env.step(call("bash", command="echo up"))
+        assert up["observations"][0]["content"].startswith("<tool_response>\nup")
+        session = {"label": f"orsbox.session={env._session.sid}"}
+        (container,) = docker_client.containers.list(filters=session)
+        container.kill()
+        after = env.step(call("bash", command="echo after"))
+    finally:
+        env.close()
+    assert (after["reward"], after["done"]) == (0.0, True)
+    assert "[infra] sandbox_gone: " in after["observations"][0]["content"]
+    assert env.get_metrics()["infra_failed"] == 1
