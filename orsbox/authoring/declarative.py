@@ -23,7 +23,7 @@ from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.environment import as_split
 from orsbox.authoring.grader import Grade, Grader, task_env
 from orsbox.authoring.manifest import MANIFEST_NAME, Manifest, read_manifest
-from orsbox.authoring.standard_tools import STANDARD_TOOLS
+from orsbox.authoring.standard_tools import tool_mixins
 from orsbox.authoring.task_files import read_tasks
 from orsbox.authoring.tools import find_tools, tool
 from orsbox.errors import ManifestError, SandboxGone, SetupFailed
@@ -198,7 +198,7 @@ def manifest_environment(target: Path, *, image: str | None = None) -> type[Decl
     if not path.is_file():
         raise ManifestError(f"no {MANIFEST_NAME} in {target}")
     manifest = read_manifest(path)
-    mixins = tuple(STANDARD_TOOLS[name] for name in manifest.tools)
+    mixins = tool_mixins(manifest.tools)
     namespace = _class_attributes(manifest, path, image)
     if manifest.grader.every_step:
         for mixin in mixins:

@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from orsbox.authoring.container import BASE_IMAGE
-from orsbox.authoring.standard_tools import STANDARD_TOOLS
+from orsbox.authoring.standard_tools import tool_mixins
 from orsbox.errors import ManifestError
 from orsbox.sandbox.base import (
     EXEC_TIMEOUT_S,
@@ -226,9 +226,7 @@ class Manifest(_Strict):
         for name in value:
             if name == "submit":
                 raise ValueError("submit is always there (it runs the grader); do not list it")
-            if name not in STANDARD_TOOLS:
-                known = ", ".join(sorted(STANDARD_TOOLS))
-                raise ValueError(f"unknown tool {name!r}; the standard tools are: {known}")
+        tool_mixins(value)  # a name that is no standard tool: ValueError naming it
         return list(dict.fromkeys(value))
 
     @field_validator("splits")

@@ -8,14 +8,15 @@
     ListDirTool    list a folder
 
 `STANDARD_TOOLS` maps each tool name to its mixin, for environments assembled by name
-(manifests). Expected failures (missing file, ambiguous edit) answer `{"ok": false}` via
-`ToolError`; a dead sandbox is a terminal `error` event (see `ContainerEnvironment`).
+(manifests, benchmark datasets: `tool_mixins`, which checks the names). Expected
+failures (missing file, ambiguous edit) answer `{"ok": false}` via `ToolError`; a dead
+sandbox is a terminal `error` event (see `ContainerEnvironment`).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
@@ -292,3 +293,14 @@ STANDARD_TOOLS: dict[str, type[ContainerEnvironment]] = {
     "edit_file": EditFileTool,
     "list_dir": ListDirTool,
 }
+
+
+def tool_mixins(names: Sequence[str]) -> tuple[type[ContainerEnvironment], ...]:
+    """The mixins of the standard tools `names`, each once, in order: how an environment
+    assembled by name (a manifest, a benchmark dataset) gets its tools. A name that is
+    no standard tool is a `ValueError` naming it and the known ones."""
+    unknown = [name for name in names if name not in STANDARD_TOOLS]
+    if unknown:
+        known = ", ".join(sorted(STANDARD_TOOLS))
+        raise ValueError(f"unknown tool {unknown[0]!r}; the standard tools are: {known}")
+    return tuple(STANDARD_TOOLS[name] for name in dict.fromkeys(names))
