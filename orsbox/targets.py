@@ -2,7 +2,8 @@
 
 In order, a target is:
   0. a benchmark dataset: `swebench:PATH` (rows in the SWE-bench schema), `harbor:PATH`
-     or a folder holding Harbor / Terminal-Bench task folders (`orsbox.formats`);
+     or a folder holding Harbor / Terminal-Bench task folders: a format's prefix, or a
+     path a format recognises (`orsbox.formats.registry`);
   1. a path: a folder with an `orsbox.toml`, a manifest, a `.py` file (`file.py:Class`);
   2. the name of a bundled environment (`coding`), for `orsbox run`;
   3. a local image whose manifest is inside it (`orsbox serve me/env:latest`), on the
@@ -30,7 +31,6 @@ import tarfile
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from orsbox.authoring.declarative import DeclarativeEnvironment, manifest_environment
 from orsbox.authoring.environment import Environment
@@ -38,6 +38,7 @@ from orsbox.authoring.loading import is_manifest, load_environment
 from orsbox.bundle import bundled_target, bundled_targets
 from orsbox.errors import ManifestError, SandboxError
 from orsbox.formats import FormatOptions
+from orsbox.formats.registry import find_format
 from orsbox.sandbox.backend_config import BackendConfig
 from orsbox.sandbox.base import SandboxBackend
 from orsbox.sandbox.config import with_backend
@@ -47,9 +48,6 @@ log = logging.getLogger("orsbox.targets")
 
 IMAGE_MANIFEST = "/orsbox/orsbox.toml"
 MANIFEST_LABEL = "orsbox.manifest"
-
-
-FORMAT_PREFIXES = ("swebench:", "harbor:")
 
 
 def resolve_targets(
@@ -68,11 +66,10 @@ def resolve_targets(
 def resolve_target(
     target: str, options: FormatOptions | None = None, backend: BackendConfig | None = None
 ) -> list[type[Environment]]:
-    options = options or FormatOptions()
-    dataset = _benchmark_loader(target)
+    dataset = find_format(target)
     if dataset is not None:
-        load, path = dataset
-        return load(Path(path), options)
+        benchmark, path = dataset
+        return benchmark.load(path, options or FormatOptions())
     if _is_path(target):
         return load_environment(target)
     bundled = bundled_target(target) if "/" not in target and ":" not in target else None
@@ -80,29 +77,6 @@ def resolve_target(
         return load_environment(bundled)
     found = _image_target(target, backend)
     return [found] if found is not None else load_environment(target)
-
-
-def _benchmark_loader(target: str) -> tuple[Any, str] | None:
-    """(the format's `load`, its path) when `target` is a benchmark dataset."""
-    prefix, sep, rest = target.partition(":")
-    if sep and f"{prefix}:" in FORMAT_PREFIXES:
-        if not rest:
-            raise ManifestError(f"{target!r}: give the dataset's path after {prefix}:")
-        return _format_loader(prefix), rest
-    from orsbox.formats.harbor import is_harbor_path
-
-    if is_harbor_path(Path(target)):
-        return _format_loader("harbor"), target
-    return None
-
-
-def _format_loader(name: str) -> Any:
-    """Imported only when used: a format may need libraries the others do not."""
-    if name == "swebench":
-        from orsbox.formats.swebench import load
-    else:
-        from orsbox.formats.harbor import load
-    return load
 
 
 def _is_path(target: str) -> bool:

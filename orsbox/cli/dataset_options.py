@@ -1,136 +1,107 @@
-"""The options `serve`, `run`, `build` and `check` share for benchmark datasets, typed
-once here and turned into one `FormatOptions` (see `orsbox.formats`)."""
+"""The options `serve`, `run`, `build`, `check` and `eval` share for benchmark datasets,
+derived from the formats' own options (`orsbox.formats.options`): every field of
+`FormatOptions`, then each listed format's own (`orsbox.formats.registry.FORMATS`), is
+a flag with the field's description as its help, so a new format's options appear here
+without a line of this module changing. They reach the command as one `FormatOptions`."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from orsbox.errors import ManifestError
-from orsbox.formats.options import FormatOptions, parse_memory, read_instance_ids
-from orsbox.sandbox.image_map import ImageMap, ImageMapError
-from orsbox.settings import Settings
+from orsbox.formats import registry
+from orsbox.formats.options import Flag, FormatOptions
 
 __all__ = ["FormatOptions", "format_options", "with_dataset_options"]
 
-_PANEL = "Benchmark datasets (swebench:PATH, harbor:PATH, task folders)"
-
-# parameter -> (type, default, flag, help), in the order --help lists them
-_OPTIONS: dict[str, tuple[Any, Any, str, str]] = {
-    "name": (str | None, None, "--name", "the environment's name"),
-    "dataset_split": (
-        str | None,
-        None,
-        "--dataset-split",
-        "split to put the tasks in (default: the file's name or the rows' split column; "
-        "`test` for task folders)",
-    ),
-    "image_map": (
-        list[str] | None,
-        None,
-        "--image-map",
-        "FROM=TO image rewrite, repeatable (FROM ending in / maps a prefix); also ORSBOX_IMAGE_MAP",
-    ),
-    "instances": (
-        list[str] | None,
-        None,
-        "--instances",
-        "only these instance ids: ids, comma-separated, or @FILE of ids (repeatable)",
-    ),
-    "image_template": (
-        str | None,
-        None,
-        "--image-template",
-        "instance image from row fields, e.g. 'me/sweb.{instance_id}:latest'",
-    ),
-    "tools": (
-        str | None,
-        None,
-        "--tools",
-        "comma-separated standard tools (default: bash,read_file,write_file,edit_file,"
-        "list_dir; submit is always offered)",
-    ),
-    "hints": (bool, False, "--hints", "add the rows' hints_text to the prompt"),
-    "test_cmd": (
-        str | None,
-        None,
-        "--test-cmd",
-        "test command for SWE-style rows that carry none (SWE-Gym and SWE-smith rows, "
-        "v4 rows of a version SWE-bench 4's spec tables lack), e.g. 'pytest -rA'",
-    ),
-    "call_timeout": (float | None, None, "--call-timeout", "default seconds per command"),
-    "episode_timeout": (
-        float | None,
-        None,
-        "--episode-timeout",
-        "seconds an episode may last after setup",
-    ),
-    "build_missing": (
-        bool,
-        False,
-        "--build-missing",
-        "build a Harbor task's missing docker_image from its environment/Dockerfile",
-    ),
-    "cpus": (float | None, None, "--cpus", "CPUs per sandbox"),
-    "memory": (str | None, None, "--memory", "memory per sandbox, e.g. 4g"),
-    "grading": (
-        str | None,
-        None,
-        "--grading",
-        f"official|strict: {Settings.model_fields['grading'].description} (also ORSBOX_GRADING)",
-    ),
-}
+PARAMETER_PREFIX = "dataset_"  # the Python names of the flags, apart from a command's own
 
 
-def format_options(
-    *,
-    name: str | None = None,
-    split: str | None = None,
-    image_map: list[str] | None = None,
-    instances: list[str] | None = None,
-    image_template: str | None = None,
-    tools: str | None = None,
-    hints: bool = False,
-    test_cmd: str | None = None,
-    call_timeout: float | None = None,
-    episode_timeout: float | None = None,
-    cpus: float | None = None,
-    memory: str | None = None,
-    build_missing: bool = False,
-    grading: str | None = None,
-) -> FormatOptions:
-    """The options as one model; a bad value is a `typer.BadParameter` naming it."""
-    try:
-        images = ImageMap.from_env(image_map or [])
-    except ImageMapError as e:
-        raise typer.BadParameter(str(e), param_hint="--image-map") from None
-    if grading is not None and grading not in ("official", "strict"):
-        raise typer.BadParameter(
-            f"{grading!r} is neither official nor strict", param_hint="--grading"
+@dataclass(frozen=True)
+class DatasetFlag:
+    """One field of the formats' options as a command-line flag."""
+
+    field: str
+    info: FieldInfo
+
+    @property
+    def spec(self) -> Flag:
+        return next((m for m in self.info.metadata if isinstance(m, Flag)), Flag())
+
+    @property
+    def flag(self) -> str:
+        return self.spec.name or "--" + self.field.replace("_", "-")
+
+    @property
+    def key(self) -> str:
+        """The flag as a Python name (`--dataset-split`: `dataset_split`)."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def typed(self) -> Any:
+        return self.spec.typed or self.info.annotation
+
+    def parameter(self) -> inspect.Parameter:
+        default = False if self.typed is bool else None
+        option = typer.Option(self.flag, help=self.info.description, rich_help_panel=panel())
+        return inspect.Parameter(
+            PARAMETER_PREFIX + self.key,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[self.typed, option],
         )
+
+    def read(self, value: Any) -> Any:
+        """The field's value from what was typed (None: not given)."""
+        if self.spec.read is None:
+            return value
+        try:
+            return self.spec.read(value)
+        except (ManifestError, ValueError) as e:
+            raise typer.BadParameter(str(e), param_hint=self.flag) from None
+
+
+def dataset_flags() -> list[DatasetFlag]:
+    """Every format's options as flags: the shared ones first, then each format's own."""
+    fields = dict(FormatOptions.model_fields)
+    for found in registry.FORMATS:
+        fields.update({name: found.options.model_fields[name] for name in found.own_fields()})
+    return [DatasetFlag(name, info) for name, info in fields.items()]
+
+
+def panel() -> str:
+    return f"Benchmark datasets ({', '.join(f'{f.prefix}:PATH' for f in registry.FORMATS)}, task folders)"
+
+
+def format_options(**given: Any) -> FormatOptions:
+    """The options as one model from the flags' values, named as the flags are
+    (`dataset_split="dev"`, `memory="4g"`; those not given left out); a bad value is a
+    `typer.BadParameter` naming its flag."""
+    flags = {f.field: f for f in dataset_flags()}
+    unknown = set(given) - {f.key for f in flags.values()}
+    if unknown:
+        raise TypeError(f"no dataset option {', '.join(sorted(unknown))}")
+    typed = {name: flag.read(given.get(flag.key)) for name, flag in flags.items()}
+    values = {name: value for name, value in typed.items() if value is not None}
     try:
-        return FormatOptions(
-            name=name,
-            split=split,
-            image_map=images,
-            instances=read_instance_ids(instances or []),
-            image_template=image_template,
-            tools=tuple(t.strip() for t in tools.split(",") if t.strip()) if tools else None,
-            hints=hints,
-            test_cmd=test_cmd,
-            call_timeout_s=call_timeout,
-            episode_timeout_s=episode_timeout,
-            cpus=cpus,
-            memory_bytes=parse_memory(memory) if memory else None,
-            build_missing=build_missing,
-            grading=grading,  # type: ignore[arg-type]  # one of the Literal's two names, checked above
-        )
-    except ManifestError as e:
-        raise typer.BadParameter(str(e)) from None
+        options = FormatOptions(**values)
+        for found in registry.FORMATS:  # each format's own fields checked now, not at load
+            found.options.model_validate(
+                {k: v for k, v in values.items() if k in found.options.model_fields}
+            )
+    except ValidationError as e:
+        error = e.errors()[0]
+        flag = flags[str(error["loc"][0])].flag if error["loc"] else None
+        raise typer.BadParameter(error["msg"], param_hint=flag) from None
+    return options
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -146,21 +117,15 @@ def with_dataset_options(command: F) -> F:
         for p in signature.parameters.values()
         if p.name != "dataset"
     ]
-    extra = [
-        inspect.Parameter(
-            name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=default,
-            annotation=Annotated[kind, typer.Option(flag, help=help, rich_help_panel=_PANEL)],
-        )
-        for name, (kind, default, flag, help) in _OPTIONS.items()
-    ]
+    extra = [flag.parameter() for flag in dataset_flags()]
+    clash = {p.name for p in extra} & {p.name for p in own}
+    if clash:
+        raise TypeError(f"dataset options {clash} clash with {command.__name__}'s own options")
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in _OPTIONS if name in kwargs}
-        values["split"] = values.pop("dataset_split", None)
-        return command(*args, dataset=format_options(**values), **kwargs)
+        given = {p.name.removeprefix(PARAMETER_PREFIX): kwargs.pop(p.name) for p in extra}
+        return command(*args, dataset=format_options(**given), **kwargs)
 
     del wrapper.__wrapped__  # typer must read the signature below, not the original's
     wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *extra]}

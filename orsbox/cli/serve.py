@@ -13,6 +13,7 @@ from orsbox.cli import backend_options as B
 from orsbox.cli import dataset_options as D
 from orsbox.cli import grading_options as G
 from orsbox.errors import ManifestError
+from orsbox.formats.registry import targets_help
 from orsbox.monitoring.logs import LOG_FORMATS
 from orsbox.sandbox.sizes import parse_size
 from orsbox.server.owners import Owners
@@ -23,8 +24,8 @@ _DEFAULTS = Settings()
 
 TARGETS_HELP = (
     "environments to serve: a folder with an orsbox.toml, path/to/file.py[:Class], "
-    "MODULE[:Class], a Docker image with a manifest inside, swebench:PATH (SWE-bench rows), "
-    "harbor:PATH or a folder of Harbor / Terminal-Bench tasks; default: the bundled ones"
+    f"MODULE[:Class], a Docker image with a manifest inside, {targets_help()}; default: "
+    "the bundled ones"
 )
 
 

@@ -9,7 +9,7 @@ sorted by name. Modules, by concept:
     images       a task's image: its Dockerfile built (image map applied), or as given
     task         a task folder read into what an episode needs, for both formats
     verifier     grading exactly as Harbor's verifier (and Terminal-Bench 1's harness)
-    environment  the `ContainerEnvironment` subclass that serves a dataset
+    environment  the `DatasetEnvironment` subclass that serves a dataset
 
 docs/harbor.md is the user's guide.
 """
@@ -19,13 +19,25 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from pydantic import Field
+
 from orsbox.authoring.environment import Environment
 from orsbox.errors import ManifestError
+from orsbox.formats import Format
 from orsbox.formats.options import FormatOptions
 
 TASK_FILES = ("task.toml", "task.yaml")
 
 log = logging.getLogger("orsbox.formats.harbor")
+
+
+class HarborOptions(FormatOptions):
+    """What only Harbor tasks take."""
+
+    build_missing: bool = Field(
+        default=False,
+        description="build a Harbor task's missing docker_image from its environment/Dockerfile",
+    )
 
 
 def is_task_folder(path: Path) -> bool:
@@ -55,7 +67,7 @@ def task_folders(path: Path) -> list[Path]:
     return folders
 
 
-def load(path: Path, options: FormatOptions) -> list[type[Environment]]:
+def load(path: Path, given: FormatOptions) -> list[type[Environment]]:
     """One environment serving every task under `path`. A task that cannot be served is
     a `ManifestError` naming it, the file or field and the problem: raised for a single
     task folder; for a dataset, logged, and the other tasks are served (none left:
@@ -64,6 +76,7 @@ def load(path: Path, options: FormatOptions) -> list[type[Environment]]:
     from orsbox.formats.harbor.phases import NetworkAllowed
     from orsbox.formats.harbor.task import read_task
 
+    options = given.of(HarborOptions)
     allowed = NetworkAllowed.from_settings()
     folders = task_folders(path)
     tasks, refused = [], {}
@@ -80,3 +93,12 @@ def load(path: Path, options: FormatOptions) -> list[type[Environment]]:
             f"harbor:{path}: no task can be served:\n" + "\n".join(refused.values())
         )
     return [dataset_environment(path, tasks, options, refused)]
+
+
+FORMAT = Format(
+    prefix="harbor",
+    load=load,
+    options=HarborOptions,
+    help="harbor:PATH or a folder of Harbor / Terminal-Bench tasks",
+    recognises=is_harbor_path,
+)

@@ -1,6 +1,6 @@
 """A dataset of task folders as one ORS environment.
 
-One `ContainerEnvironment` subclass per dataset, one task per folder (sorted by name)
+One `DatasetEnvironment` subclass per dataset, one task per folder (sorted by name)
 in one split (`test` unless `--dataset-split`). Each task has its own image, limits,
 user, working directory and variables, so the class builds its `SandboxSpec` per task
 (`sandbox_spec`), and lists every task's image and recipe (`image_recipes`) for
@@ -24,32 +24,25 @@ import contextlib
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orsbox.authoring.environment import as_split
-from orsbox.authoring.graded_once import GradedOnce
 from orsbox.authoring.grader import Grade
-from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
-from orsbox.errors import ImageNotFound, ManifestError, SandboxError, SandboxGone, SetupFailed
-from orsbox.formats.harbor import guard
+from orsbox.errors import ImageNotFound, SandboxError, SandboxGone, SetupFailed
+from orsbox.formats.dataset import DatasetEnvironment, dataset_class
+from orsbox.formats.harbor import HarborOptions, guard
 from orsbox.formats.harbor.phases import unmet_by, widest
 from orsbox.formats.harbor.task import HarborTask, phase_set
 from orsbox.formats.harbor.verifier import verify
-from orsbox.formats.options import FormatOptions
-from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
-from orsbox.sandbox.base import SandboxLimits, SandboxSpec
+from orsbox.protocol.types import JSONObject, TextBlock, ToolOutput
+from orsbox.sandbox.base import SandboxLimits
 from orsbox.sandbox.images import ImageRecipe
 
-DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 MAKE_LOG_DIRS = f"mkdir -p {' '.join(LOG_DIRS)} && chmod 777 {' '.join(LOG_DIRS)}"
 
 
-class HarborEnvironment(GradedOnce):
+class HarborEnvironment(DatasetEnvironment[HarborTask]):
     """What every Harbor dataset shares; `dataset_environment` fills in the data."""
 
-    dataset_name: ClassVar[str]
-    split_name: ClassVar[str]
-    tasks: ClassVar[dict[str, HarborTask]]
     refused: ClassVar[dict[str, str]]  # task folder -> why it is not served
     broken_images: ClassVar[dict[str, str]]  # image tag -> why it did not build
     # (image tag, verifier user) -> the verifier's environment as the image has it
@@ -60,25 +53,11 @@ class HarborEnvironment(GradedOnce):
         self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
     ) -> None:
         super().__init__(task_spec, secrets)
-        name = self.task_spec.get("name")
-        if name not in self.tasks:
-            raise ValueError(f"{self.dataset_name} has no task named {name!r}")
-        self.task = self.tasks[str(name)]
         self.episode_timeout_s = self.task.agent_timeout_s  # per task, over the class's
 
     @classmethod
-    def name(cls) -> str:
-        return cls.dataset_name
-
-    @classmethod
-    def list_splits(cls) -> list[Split]:
-        return [as_split(cls.split_name)]
-
-    @classmethod
-    def list_tasks(cls, split: str) -> list[JSONObject]:
-        if split != cls.split_name:
-            raise KeyError(split)
-        return [task.spec() for task in cls.tasks.values()]
+    def task_spec_of(cls, task: HarborTask) -> JSONObject:
+        return task.spec()
 
     @classmethod
     def image_recipes(cls) -> list[ImageRecipe]:
@@ -139,17 +118,16 @@ class HarborEnvironment(GradedOnce):
     def get_prompt(self) -> list[TextBlock]:
         return [TextBlock(text=self.task.instruction)]
 
-    def sandbox_spec(self) -> SandboxSpec:
-        context = self.orsbox_context
-        return SandboxSpec(
-            image=self.task.image.tag,
-            limits=self.task.limits,
-            user=self.task.agent_user,
-            workdir=self.task.workdir,
-            env=dict(self.task.env),
-            labels={"orsbox.environment": self.dataset_name.lower(), "orsbox.task": self.task.name},
-            session_id=context.session_id if context else "none",
-        )
+    def task_sandbox(self) -> dict[str, Any]:
+        task = self.task
+        return {
+            "image": task.image.tag,
+            "limits": task.limits,
+            "user": task.agent_user,
+            "workdir": task.workdir,
+            "env": dict(task.env),
+            "labels": {"orsbox.environment": self.name().lower(), "orsbox.task": task.name},
+        }
 
     # -- grading ------------------------------------------------------------------------
     async def grade(self) -> Grade:
@@ -160,16 +138,6 @@ class HarborEnvironment(GradedOnce):
         except SandboxGone as e:
             await self.sandbox_lost(e)
             raise
-
-    async def grade_episode(self, note: str) -> ToolOutput:
-        grade = await self.grade()
-        text = f"{note}\n{grade.text}" if note else grade.text
-        return ToolOutput(
-            blocks=[TextBlock(text=text)],
-            metadata=grade.metadata,
-            reward=grade.reward,
-            finished=True,
-        )
 
     async def episode_timed_out(self, name: str) -> ToolOutput:
         return await self.final_output(
@@ -185,32 +153,22 @@ class HarborEnvironment(GradedOnce):
 
 
 def dataset_environment(
-    path: Path, tasks: list[HarborTask], options: FormatOptions, refused: dict[str, str]
+    path: Path, tasks: list[HarborTask], options: HarborOptions, refused: dict[str, str]
 ) -> type[HarborEnvironment]:
     """The environment class serving `tasks` (read from `path`)."""
-    tool_names = options.tools or DEFAULT_TOOLS
-    unknown = [t for t in tool_names if t not in STANDARD_TOOLS]
-    if unknown:
-        raise ManifestError(
-            f"--tools: unknown tool(s) {', '.join(unknown)} (known: {', '.join(STANDARD_TOOLS)})"
-        )
-    mixins = tuple(STANDARD_TOOLS[t] for t in tool_names)
-    name = options.name or path.resolve().name
-    namespace: dict[str, Any] = {
-        "__doc__": f"Harbor tasks from {path}.",
-        "__module__": __name__,
-        "dataset_name": name,
-        "split_name": options.split or "test",
-        "tasks": {t.name: t for t in tasks},
-        "refused": dict(refused),
-        "broken_images": {},
-        "baselines": {},
-        "image": tasks[0].image.tag,
+    split = options.split or "test"
+    return dataset_class(
+        HarborEnvironment,
+        options.name or path.resolve().name,
+        options,
+        __doc__=f"Harbor tasks from {path}.",
+        tasks={t.name: t for t in tasks},
+        splits={split: [t.name for t in tasks]},
+        refused=dict(refused),
+        broken_images={},
+        baselines={},
+        image=tasks[0].image.tag,
         # The class's limits are what the server's policy checks: the widest any task's
         # phases ask (each task's were checked against the same settings at load).
-        "limits": SandboxLimits(network=widest([n for t in tasks for n in phase_set(t)])),
-    }
-    if options.call_timeout_s:
-        namespace["exec_timeout_s"] = options.call_timeout_s
-    class_name = "".join(p.capitalize() for p in name.replace("-", "_").split("_") if p)
-    return type(class_name or "Harbor", (HarborEnvironment, *mixins), namespace)
+        limits=SandboxLimits(network=widest([n for t in tasks for n in phase_set(t)])),
+    )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from orsbox.errors import ManifestError
+from orsbox.formats.harbor import HarborOptions
 from orsbox.formats.harbor.images import TaskImage, task_image
 from orsbox.formats.harbor.phases import NetworkAllowed, PhaseNetwork, phase_networks, refusals
 from orsbox.formats.harbor.pytest_summary import PytestVerifier
@@ -30,7 +31,6 @@ from orsbox.formats.harbor.refusals import task_toml_refusals, tb1_refusals
 from orsbox.formats.harbor.reward_files import HarborVerifier
 from orsbox.formats.harbor.task_config import read_task_toml, read_task_yaml
 from orsbox.formats.harbor.verifier import Verifier
-from orsbox.formats.options import FormatOptions
 from orsbox.sandbox.base import SandboxLimits
 
 log = logging.getLogger("orsbox.formats.harbor")
@@ -71,7 +71,7 @@ def phase_set(task: HarborTask) -> list[PhaseNetwork]:
     return [agent] if task.verifier_network is None else [agent, task.verifier_network]
 
 
-def read_task(folder: Path, options: FormatOptions, allowed: NetworkAllowed) -> HarborTask:
+def read_task(folder: Path, options: HarborOptions, allowed: NetworkAllowed) -> HarborTask:
     try:
         if (folder / "task.toml").is_file():
             return _harbor_task(folder, options, allowed)
@@ -82,7 +82,7 @@ def read_task(folder: Path, options: FormatOptions, allowed: NetworkAllowed) -> 
 
 
 # -- Harbor ------------------------------------------------------------------------------
-def _harbor_task(folder: Path, options: FormatOptions, allowed: NetworkAllowed) -> HarborTask:
+def _harbor_task(folder: Path, options: HarborOptions, allowed: NetworkAllowed) -> HarborTask:
     name = folder.name
     config = read_task_toml(folder / "task.toml")
     phases = phase_networks(config)
@@ -135,7 +135,7 @@ def _limits(
     memory_mb: int | None,
     storage_mb: int | None,
     network: PhaseNetwork,
-    options: FormatOptions,
+    options: HarborOptions,
 ) -> SandboxLimits:
     """The task's resources, in Harbor's execution profile: Docker's default capabilities
     and a writable root, `storage_mb` a bound on what the task writes (not a read-only
@@ -153,7 +153,7 @@ def _limits(
 
 
 # -- Terminal-Bench 1 ---------------------------------------------------------------------
-def _tb1_task(folder: Path, options: FormatOptions, allow_network: bool) -> HarborTask:
+def _tb1_task(folder: Path, options: HarborOptions, allow_network: bool) -> HarborTask:
     name = folder.name
     task = read_task_yaml(folder / "task.yaml")
     for field_name, reason in tb1_refusals(task):

@@ -11,30 +11,25 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from orsbox.authoring.environment import as_split
-from orsbox.authoring.graded_once import GradedOnce
+from orsbox.authoring.grader import Grade
 from orsbox.authoring.reward_hacking import METADATA_KEY, RewardHackingReport
-from orsbox.authoring.standard_tools import STANDARD_TOOLS
 from orsbox.authoring.tools import tool
-from orsbox.errors import BadRequest, ImageNotFound, ManifestError, SandboxGone, SetupFailed
-from orsbox.formats.options import FormatOptions
-from orsbox.formats.swebench import grading, images, protected, strict
+from orsbox.errors import ImageNotFound, SandboxGone, SetupFailed
+from orsbox.formats.dataset import DatasetEnvironment, dataset_class
+from orsbox.formats.swebench import SWEBenchOptions, grading, images, protected, strict
 from orsbox.formats.swebench.families import Instance
-from orsbox.protocol.types import JSONObject, Split, TextBlock, ToolOutput
-from orsbox.sandbox.base import KilledProcesses, SandboxLimits, SandboxSpec
+from orsbox.protocol.types import JSONObject, TextBlock, ToolOutput
+from orsbox.sandbox.base import KilledProcesses, SandboxLimits
 from orsbox.settings import Settings
 
-DEFAULT_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_dir")
 DEFAULT_LIMITS = SandboxLimits(memory_bytes=4 * 1024**3, cpus=1.0, pids=2048)
 EVAL_TIMEOUT_S = 1800.0  # the harness's own default per instance
 
 
-class SWEDatasetEnvironment(GradedOnce):
+class SWEDatasetEnvironment(DatasetEnvironment[Instance]):
     """What every dataset's class shares; `dataset_environment` fills in the data."""
 
-    dataset_name: ClassVar[str]
-    instances: ClassVar[dict[str, Instance]]
-    split_ids: ClassVar[dict[str, list[str]]]
+    task_key: ClassVar[str] = "instance_id"
     show_hints: ClassVar[bool] = False
     eval_timeout_s: ClassVar[float] = EVAL_TIMEOUT_S
     limits: ClassVar[SandboxLimits] = DEFAULT_LIMITS
@@ -43,47 +38,22 @@ class SWEDatasetEnvironment(GradedOnce):
     _base: str = "HEAD"
     _repo_dir: str | None = None
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(task_spec, secrets)
-        instance_id = self.task_spec.get("instance_id")
-        if instance_id not in self.instances:
-            raise BadRequest(f"{self.dataset_name} has no instance {instance_id!r}")
-        self.instance = self.instances[str(instance_id)]
-
     @classmethod
-    def name(cls) -> str:
-        return cls.dataset_name
-
-    @classmethod
-    def list_splits(cls) -> list[Split]:
-        return [as_split(name) for name in cls.split_ids]
-
-    @classmethod
-    def list_tasks(cls, split: str) -> list[JSONObject]:
-        ids = cls.split_ids.get(split, [])
-        return [{"instance_id": i, "repo": cls.instances[i].repo} for i in ids]
+    def task_spec_of(cls, task: Instance) -> JSONObject:
+        return {"instance_id": task.instance_id, "repo": task.repo}
 
     @classmethod
     def needed_images(cls) -> list[str]:
         """None to build ahead: instance images are pulled when an episode needs one."""
         return []
 
-    def sandbox_spec(self) -> SandboxSpec:
-        context = self.orsbox_context
-        return SandboxSpec(
-            image=self.instance.image,
-            limits=self.limits,
-            workdir=self.instance.workdir,
-            labels={"orsbox.environment": self.name().lower()},
-            session_id=context.session_id if context else "none",
-        )
+    def task_sandbox(self) -> dict[str, Any]:
+        return {"image": self.task.image, "workdir": self.task.workdir}
 
     def get_prompt(self) -> list[TextBlock]:
-        text = self.instance.problem_statement
-        if self.show_hints and self.instance.hints:
-            text += f"\n\nHints:\n{self.instance.hints}"
+        text = self.task.problem_statement
+        if self.show_hints and self.task.hints:
+            text += f"\n\nHints:\n{self.task.hints}"
         return [TextBlock(text=text)]
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -93,11 +63,11 @@ class SWEDatasetEnvironment(GradedOnce):
         try:
             await super().setup()
         except ImageNotFound:
-            await images.pull(self._backend(), self.instance.image)
+            await images.pull(self._backend(), self.task.image)
             await super().setup()
 
     async def prepare(self) -> None:
-        instance = self.instance
+        instance = self.task
         for script in (instance.setup_script, instance.hide_script):
             if script:
                 await self._run_or_fail(script, "setup")
@@ -109,7 +79,7 @@ class SWEDatasetEnvironment(GradedOnce):
     async def repo_dir(self) -> str:
         """The repository: the family's folder, else the image's working directory."""
         if self._repo_dir is None:
-            found = self.instance.workdir
+            found = self.task.workdir
             found = found or (await self._run_or_fail("pwd", "finding the repository")).strip()
             self._repo_dir = found
         return self._repo_dir
@@ -118,15 +88,23 @@ class SWEDatasetEnvironment(GradedOnce):
         result = await self.sandbox.exec(["bash", "-c", script], timeout_s=600)
         if result.exit_code != 0:
             raise SetupFailed(
-                f"{self.instance.instance_id}: {what} failed: {result.output.strip()[-2000:]}"
+                f"{self.task.instance_id}: {what} failed: {result.output.strip()[-2000:]}"
             )
         return result.output
 
     # -- grading ----------------------------------------------------------------------------
-    async def grade(self) -> tuple[strict.Verdicts, RewardHackingReport]:
+    async def grade(self) -> Grade:
+        verdicts, report = await self.verdicts()
+        return Grade(
+            reward=verdicts.reward,
+            text="\n".join([verdicts.text(), *report.findings()]),
+            metadata={**verdicts.metadata(), METADATA_KEY: report.metadata()},
+        )
+
+    async def verdicts(self) -> tuple[strict.Verdicts, RewardHackingReport]:
         """Kill the agent's processes, take its patch, grade it in a fresh container
         (twice when it changes protected files: `strict.py`)."""
-        instance, mode = self.instance, self.grading_mode
+        instance, mode = self.task, self.grading_mode
         killed = KilledProcesses(0, [])
         try:
             killed = await self.sandbox.kill_processes_listed()
@@ -148,7 +126,7 @@ class SWEDatasetEnvironment(GradedOnce):
         return verdicts, self._hacking_report(killed, verdicts.protected_changed)
 
     def _hacking_report(self, killed: KilledProcesses, changed: list[str]) -> RewardHackingReport:
-        tests = self.instance.test_patch_files
+        tests = self.task.test_patch_files
         return RewardHackingReport(
             processes_at_submit=killed.running,
             processes_killed=killed.count,
@@ -165,17 +143,7 @@ class SWEDatasetEnvironment(GradedOnce):
             }
         )
         return await grading.grade_patch(
-            self._backend(), spec, self.instance, patch, self.eval_timeout_s
-        )
-
-    async def grade_episode(self, note: str) -> ToolOutput:
-        verdicts, report = await self.grade()
-        text = "\n".join([*([note] if note else []), verdicts.text(), *report.findings()])
-        return ToolOutput(
-            blocks=[TextBlock(text=text)],
-            metadata={**verdicts.metadata(), METADATA_KEY: report.metadata()},
-            reward=verdicts.reward,
-            finished=True,
+            self._backend(), spec, self.task, patch, self.eval_timeout_s
         )
 
     @tool
@@ -186,36 +154,23 @@ class SWEDatasetEnvironment(GradedOnce):
 
 
 def dataset_environment(
-    name: str, instances: list[Instance], splits: dict[str, list[str]], options: FormatOptions
+    name: str, instances: list[Instance], splits: dict[str, list[str]], options: SWEBenchOptions
 ) -> type[SWEDatasetEnvironment]:
     """The class serving `instances`, with the standard tools `options.tools` names."""
-    tools = options.tools or DEFAULT_TOOLS
-    unknown = [t for t in tools if t not in STANDARD_TOOLS]
-    if unknown:
-        raise ManifestError(
-            f"--tools: unknown tool(s) {', '.join(unknown)} (known: {', '.join(STANDARD_TOOLS)})"
-        )
-    mixins = tuple(STANDARD_TOOLS[t] for t in dict.fromkeys(tools))
-    namespace: dict[str, Any] = {
-        "__doc__": f"SWE-style tasks from {name}, graded as the official harness grades them.",
-        "__module__": __name__,
-        "dataset_name": name,
-        "instances": {i.instance_id: i for i in instances},
-        "split_ids": splits,
-        "show_hints": options.hints,
-        "limits": DEFAULT_LIMITS.model_copy(update=_limits(options)),
-    }
-    if options.call_timeout_s:
-        namespace["exec_timeout_s"] = options.call_timeout_s
-        namespace["max_exec_timeout_s"] = max(600.0, options.call_timeout_s)
-    if options.episode_timeout_s:
-        namespace["episode_timeout_s"] = options.episode_timeout_s
-    namespace["grading_mode"] = options.grading or Settings().grading
-    class_name = "".join(p.capitalize() for p in name.replace("-", "_").split("_") if p)
-    return type(class_name or "SWEDataset", (SWEDatasetEnvironment, *mixins), namespace)
+    return dataset_class(
+        SWEDatasetEnvironment,
+        name,
+        options,
+        __doc__=f"SWE-style tasks from {name}, graded as the official harness grades them.",
+        tasks={i.instance_id: i for i in instances},
+        splits=splits,
+        show_hints=options.hints,
+        limits=DEFAULT_LIMITS.model_copy(update=_limits(options)),
+        grading_mode=options.grading or Settings().grading,
+    )
 
 
-def _limits(options: FormatOptions) -> dict[str, Any]:
+def _limits(options: SWEBenchOptions) -> dict[str, Any]:
     update: dict[str, Any] = {}
     if options.cpus:
         update["cpus"] = options.cpus

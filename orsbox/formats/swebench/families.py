@@ -24,8 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orsbox.formats.options import FormatOptions
-from orsbox.formats.swebench import harness
+from orsbox.formats.swebench import SWEBenchOptions, harness
 from orsbox.formats.swebench.images import instance_image
 from orsbox.formats.swebench.rows import Row, json_field, test_ids, text_field
 
@@ -102,14 +101,14 @@ def family_of(row: Row) -> Family:
     return "v4" if repo in harness.repo_parsers() else "swe-gym"
 
 
-def read_instance(row: Row, options: FormatOptions) -> Instance:
+def read_instance(row: Row, options: SWEBenchOptions) -> Instance:
     """The instance a row describes; a `ManifestError` naming the row and field if not."""
     family = family_of(row)
     build = {"v5": _v5, "swe-rebench": _rebench, "r2e-gym": _r2e, "swe-smith": _smith}
     return build.get(family, _v4)(row, options, family)
 
 
-def _common(row: Row, options: FormatOptions, family: Family, **fields: Any) -> Instance:
+def _common(row: Row, options: SWEBenchOptions, family: Family, **fields: Any) -> Instance:
     instance_id = fields.pop("instance_id", None) or text_field(row, "instance_id")
     values: dict[str, Any] = {
         "instance_id": instance_id,
@@ -148,7 +147,7 @@ def _eval_type(row: Row, repo: str) -> str:
 
 
 # -- the families --------------------------------------------------------------------------
-def _v5(row: Row, options: FormatOptions, family: Family) -> Instance:
+def _v5(row: Row, options: SWEBenchOptions, family: Family) -> Instance:
     repo = text_field(row, "repo")
     return _common(
         row,
@@ -160,7 +159,7 @@ def _v5(row: Row, options: FormatOptions, family: Family) -> Instance:
     )
 
 
-def _v4(row: Row, options: FormatOptions, family: Family) -> Instance:
+def _v4(row: Row, options: SWEBenchOptions, family: Family) -> Instance:
     repo = text_field(row, "repo")
     base = text_field(row, "base_commit")
     version = str(row.data.get("version") or "")
@@ -183,7 +182,7 @@ def _v4(row: Row, options: FormatOptions, family: Family) -> Instance:
     )
 
 
-def _smith(row: Row, options: FormatOptions, family: Family) -> Instance:
+def _smith(row: Row, options: SWEBenchOptions, family: Family) -> Instance:
     """The image holds the repository before the bug; the bug is the instance's branch
     when the image has it, else `patch` applied and committed at setup."""
     instance = _common(row, options, family, eval_script="")
@@ -211,7 +210,7 @@ def _smith(row: Row, options: FormatOptions, family: Family) -> Instance:
     )
 
 
-def _rebench(row: Row, options: FormatOptions, family: Family) -> Instance:
+def _rebench(row: Row, options: SWEBenchOptions, family: Family) -> Instance:
     config = json_field(row, "install_config")
     if not isinstance(config, dict):
         raise row.error("field 'install_config' must be an object")
@@ -236,7 +235,7 @@ def _rebench(row: Row, options: FormatOptions, family: Family) -> Instance:
     )
 
 
-def _r2e(row: Row, options: FormatOptions, family: Family) -> Instance:
+def _r2e(row: Row, options: SWEBenchOptions, family: Family) -> Instance:
     expected = json_field(row, "expected_output_json")
     if not isinstance(expected, dict):
         raise row.error("field 'expected_output_json' must be an object of test -> status")
@@ -262,7 +261,7 @@ START = ">>>>> Start Test Output"
 END = ">>>>> End Test Output"
 
 
-def _test_cmd(row: Row, options: FormatOptions, from_specs: str | None) -> str:
+def _test_cmd(row: Row, options: SWEBenchOptions, from_specs: str | None) -> str:
     command = row.data.get("test_cmd") or from_specs or options.test_cmd
     if not command:
         repo, version = row.data.get("repo"), row.data.get("version")

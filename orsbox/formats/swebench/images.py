@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from orsbox.errors import SandboxError, SetupFailed
-from orsbox.formats.options import FormatOptions
+from orsbox.formats.swebench import SWEBenchOptions
 from orsbox.sandbox.image_cache import ImagePullFailed
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def official_image(instance_id: str, family: str = "v4") -> str:
     return f"swebench/sweb.eval.x86_64.{instance_id.lower().replace('__', '_1776_')}:latest"
 
 
-def instance_image(row: Row, instance_id: str, family: str, options: FormatOptions) -> str:
+def instance_image(row: Row, instance_id: str, family: str, options: SWEBenchOptions) -> str:
     own = next((row.data[f] for f in IMAGE_FIELDS if row.data.get(f)), None)
     if own is not None and not isinstance(own, str):
         raise row.error("the image field must be a string")
@@ -46,7 +46,7 @@ def instance_image(row: Row, instance_id: str, family: str, options: FormatOptio
     return options.image_map.rewrite(name)
 
 
-def _templated(row: Row, instance_id: str, options: FormatOptions) -> str | None:
+def _templated(row: Row, instance_id: str, options: SWEBenchOptions) -> str | None:
     if not options.image_template:
         return None
     fields = {k: v for k, v in row.data.items() if isinstance(v, str | int)}

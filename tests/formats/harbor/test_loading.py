@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orsbox.errors import ManifestError
+from orsbox.errors import BadRequest, ManifestError
 from orsbox.formats import FormatOptions
 from orsbox.formats.harbor import is_harbor_path, load
 from orsbox.formats.harbor.environment import HarborEnvironment
@@ -389,7 +389,7 @@ def test_a_missing_docker_image_is_built_from_the_dockerfile_only_when_asked(
 def test_a_task_spec_names_a_task_of_the_dataset(tmp_path: Path) -> None:
     env_cls = dataset_class(harbor_task(tmp_path / "only", CHECK_OUT))
     assert env_cls(task_spec={"name": "only"}).get_prompt()[0].text.startswith("Write")
-    with pytest.raises(ValueError, match="has no task named 'other'"):
+    with pytest.raises(BadRequest, match="has no task named 'other'"):
         env_cls(task_spec={"name": "other"})
 
 

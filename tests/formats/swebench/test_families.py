@@ -36,8 +36,8 @@ async def test_swe_gym_row_uses_its_image_names(
     env = load_one(
         dataset.write_jsonl(tmp_path / "gym.jsonl", [dataset.gym_row()]), test_cmd="pytest -rA"
     )
-    assert env.instances["calc-org__calc-7"].family == "swe-gym"
-    assert env.instances["calc-org__calc-7"].image == images.GYM
+    assert env.tasks["calc-org__calc-7"].family == "swe-gym"
+    assert env.tasks["calc-org__calc-7"].image == images.GYM
     out = await _play(play, env, "calc-org__calc-7", dataset.patches().gold)
     assert out.reward == 1.0, out.metadata
 
@@ -64,7 +64,7 @@ async def test_swe_rebench_row_in_the_images_workdir(
     env = load_one(
         dataset.write_jsonl(tmp_path / "rebench.jsonl", [dataset.rebench_row(images.REBENCH)])
     )
-    assert env.instances["calc__calc-9"].workdir is None
+    assert env.tasks["calc__calc-9"].workdir is None
     async with play(env, "calc__calc-9") as episode:
         assert (await episode.bash("pwd")).strip() == "/work"
         await episode.write("/tmp/gold.diff", dataset.patches().gold)

@@ -69,7 +69,7 @@ async def test_a_grading_container_that_cannot_start_is_a_grading_error(
     async with play(env, "calc__calc-5") as episode:
         await episode.apply(dataset.patches().gold)
         gone = "orsbox-test/no-such-image:gone"  # the grading container's image only
-        episode.env.instance = dataclasses.replace(episode.env.instance, image=gone)
+        episode.env.task = dataclasses.replace(episode.env.task, image=gone)
         with pytest.raises(GradingError) as raised:
             await episode.submit()
     assert raised.value.cause == "grading-container"

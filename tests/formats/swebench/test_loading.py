@@ -105,7 +105,7 @@ def test_lists_as_lists_or_json_strings_read_the_same(tmp_path: Path) -> None:
         dataset.write_jsonl(tmp_path / "t.jsonl", [as_text, as_list]),
         options(test_cmd="pytest -rA"),
     )
-    first, second = env.instances.values()
+    first, second = env.tasks.values()
     assert first.fail_to_pass == second.fail_to_pass == dataset.F2P
     assert first.pass_to_pass == second.pass_to_pass == dataset.P2P
 
@@ -122,7 +122,7 @@ def test_official_image_names() -> None:
 def test_image_template_and_map(tmp_path: Path) -> None:
     path = dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()])
     (env,) = load(path, options(test_cmd="x", image_template="reg.local/{id_1776}:v1"))
-    assert env.instances["pytest-dev__pytest-1"].image == "reg.local/pytest-dev_1776_pytest-1:v1"
+    assert env.tasks["pytest-dev__pytest-1"].image == "reg.local/pytest-dev_1776_pytest-1:v1"
 
 
 def _broken(tmp_path: Path, change: dict[str, Any], drop: str | None = None) -> str:
@@ -220,7 +220,7 @@ def test_v4_rows_take_swebench_4s_spec_tables() -> None:
 
 def test_a_v4_row_gets_its_eval_script_from_the_tables(tmp_path: Path) -> None:
     (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()]), options())
-    script = env.instances["pytest-dev__pytest-1"].eval_script
+    script = env.tasks["pytest-dev__pytest-1"].eval_script
     assert "pytest -rA tests/test_ops.py" in script
     assert script.index("python -m pip install -e .") < script.index("git apply -v -")
     assert script.startswith("#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate")
@@ -233,7 +233,7 @@ def test_a_v4_row_the_tables_do_not_know_needs_a_test_command(tmp_path: Path) ->
     ):
         load(dataset.write_jsonl(tmp_path / "t.jsonl", [row]), options())
     (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [row]), options(test_cmd="pytest"))
-    assert "pytest tests/test_ops.py" in env.instances["pytest-dev__pytest-1"].eval_script
+    assert "pytest tests/test_ops.py" in env.tasks["pytest-dev__pytest-1"].eval_script
 
 
 def test_django_test_directives_are_modules() -> None:
@@ -262,7 +262,7 @@ def test_a_repositorys_log_parser_has_swebenchs_name_for_it(tmp_path: Path) -> N
     assert parsers["pytest-dev/pytest"] == parsers["pydata/xarray"] == "parse_log_pytest"
     assert parsers["django/django"] == "parse_log_django"
     (env,) = load(dataset.write_jsonl(tmp_path / "t.jsonl", [dataset.v4_row()]), options())
-    assert env.instances["pytest-dev__pytest-1"].log_parser == "parse_log_pytest"
+    assert env.tasks["pytest-dev__pytest-1"].log_parser == "parse_log_pytest"
 
 
 def test_grading_comes_from_the_option_else_orsbox_grading(

@@ -255,7 +255,7 @@ async def test_grading_names_the_strategy(
 ) -> None:
     rows = {"v4": dataset.v4_row, "v5": lambda: dataset.v5_row(images.CALC)}
     env = load_one(dataset.write_jsonl(tmp_path / "t.jsonl", [rows[row]()]))
-    instance_id = next(iter(env.instances))
+    instance_id = next(iter(env.tasks))
     async with play(env, instance_id) as episode:
         await episode.apply(dataset.patches().gold)
         out = await episode.submit()

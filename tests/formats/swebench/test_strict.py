@@ -96,7 +96,7 @@ async def test_cheat_is_official_as_the_harness_says_and_strict_zero(
     assert report["test_writes"] == tests_written
     assert f"protected files changed: {', '.join(changed)}" in out.blocks[0].text
     # the official verdict is swebench's own, judging the same log
-    instance = strict_env.instances[INSTANCE]
+    instance = strict_env.tasks[INSTANCE]
     spec = harness.test_spec(instance.harness_instance())
     log_file = tmp_path / "test_output.txt"
     log_file.write_text(eval_logs[0])
