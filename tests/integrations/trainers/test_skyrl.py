@@ -26,7 +26,7 @@ from typing import Any
 import docker
 import pytest
 
-from orsbox.integrations.infra import InfraWatch
+from orsbox.integrations.infra import InfraWatch, infra_scope, watch_client
 from tests.integrations.trainers import upstream
 from tests.integrations.trainers.envs import SETUP_FAILS
 
@@ -34,6 +34,7 @@ base_text_env = pytest.importorskip(
     "skyrl_gym.envs.base_text_env", reason="pip install skyrl-gym==0.4.0 (the test extra)"
 )
 from openreward import AsyncOpenReward, OpenReward  # noqa: E402
+from openreward.api.errors import ToolFailed  # noqa: E402
 
 GRADING = "[infra] grading_error: grading error [runner-missing]: pytest: command not found"
 
@@ -272,3 +273,26 @@ def test_a_sandbox_killed_under_the_episode(
     assert (after["reward"], after["done"]) == (0.0, True)
     assert "[infra] sandbox_gone: " in after["observations"][0]["content"]
     assert env.get_metrics()["infra_failed"] == 1
+
+
+def test_a_watched_sync_client_reports_to_its_scope(ors_url: str) -> None:
+    """`watch_client` on the sync client (SkyRL's and ROLL's): a session opened inside
+    an `infra_scope()` reports its marked failure there; one outside, to none; a
+    tool's own failure is not reported."""
+    client = watch_client(OpenReward())
+    assert watch_client(client) is client
+    shaky = client.environments.get(name="shaky")
+    try:
+        with (
+            infra_scope() as scope,
+            shaky.session(split="train", index=1) as session,
+            pytest.raises(ToolFailed),
+        ):
+            session.call_tool("submit", {"answer": "6"})
+        assert session.infra_failed and scope.infra_error == session.infra_error
+        assert GRADING in scope.infra_error
+        with shaky.session(split="train", index=2) as unscoped, pytest.raises(ToolFailed):
+            unscoped.call_tool("submit", {"answer": "8"})  # the grader raises: its own
+        assert not unscoped.infra_failed
+    finally:
+        client.close()
