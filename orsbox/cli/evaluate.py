@@ -25,6 +25,7 @@ from orsbox.cli.dataset_options import with_dataset_options
 from orsbox.cli.run import ServerToken, ServerUrl, failures_exit
 from orsbox.errors import ManifestError
 from orsbox.formats import FormatOptions
+from orsbox.formats.registry import targets_help
 
 if TYPE_CHECKING:
     from orsbox.evaluation.episode import Server
@@ -52,8 +53,8 @@ def evaluate(
         str | None,
         typer.Argument(
             help="without --url: what `orsbox serve` takes (a bundled environment's name, a "
-            "folder, a file, an image, swebench:PATH, harbor:PATH); with --url: an "
-            "environment on that server (default: its first)",
+            f"folder, a file, an image, {targets_help()}); with --url: an environment on "
+            "that server (default: its first)",
             metavar="TARGET",
             show_default=False,
         ),

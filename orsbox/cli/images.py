@@ -12,6 +12,7 @@ import typer
 from orsbox.cli.cluster import DEFAULT_STATE
 from orsbox.cli.dataset_options import FormatOptions, with_dataset_options
 from orsbox.errors import ManifestError
+from orsbox.formats.registry import targets_help
 from orsbox.settings import Settings
 
 app = typer.Typer(
@@ -21,8 +22,8 @@ app = typer.Typer(
 TargetsArg = Annotated[
     list[str] | None,
     typer.Argument(
-        help="environments as for `orsbox serve` (swebench:PATH, harbor:PATH or a task "
-        "folder, bundled names); default: the bundled ones",
+        help=f"environments as for `orsbox serve` ({targets_help()}, bundled names); "
+        "default: the bundled ones",
         show_default=False,
     ),
 ]

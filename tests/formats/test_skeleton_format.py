@@ -95,6 +95,9 @@ def test_the_cli_offers_a_listed_formats_options() -> None:
         assert done.returncode == 0, done.stderr
         assert "skeleton:PATH" in done.stdout and "--check-timeout" in done.stdout
         assert "seconds a skeleton task's check may run" in done.stdout
+    for command in (("serve",), ("eval",), ("images", "list")):  # their targets' help
+        done = skeleton_cli(*command, "--help")
+        assert "skeleton:FILE (JSON lines of checks)" in done.stdout, done.stdout
     done = skeleton_cli("build", "skeleton:x.jsonl", "--check-timeout", "-1")
     assert done.returncode == 2 and "--check-timeout" in done.stderr, done.stderr
 
