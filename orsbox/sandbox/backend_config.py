@@ -84,10 +84,10 @@ class BackendConfig(ConfigModel):
         default=None,
         gt=0,
         description="seconds a sandbox's guest may sit idle, nothing of the sandbox's "
-        "running but its shell, before it sleeps: a native sleeper (84 KiB; a waiting "
-        "bash where the host has no musl-gcc) replaces the python interpreter (3.4 MiB), "
-        "answers plain shell calls itself and wakes the interpreter for anything else "
-        "(docs/operating/sizing.md); default: never",
+        "running but its shell, before it sleeps: a native sleeper (84 KiB, shipped in "
+        "orsbox's wheel or built with musl-gcc; else a waiting bash) replaces the python "
+        "interpreter (3.4 MiB), answers plain shell calls itself and wakes the interpreter "
+        "for anything else (docs/operating/sizing.md); default: never",
     )
 
     # fields `orsbox serve` and `orsbox run` take as flags (`--engine`, `--runtime`),
