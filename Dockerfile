@@ -16,6 +16,13 @@
 # * no wheels: pip installs from PyPI inside the build (BASE_IMAGE with pip).
 # Either way the install happens in a build stage, into a venv the final stage copies:
 # no wheels, pip caches or build tools in the image.
+#
+# The native sleeper (orsbox/sandbox/guest/sleeper/) ships prebuilt in orsbox's wheel:
+# setup.py compiles it where the wheel is built with musl-gcc (`orsbox build --server`
+# warns when the host has none). This image has no compiler, so without it idle guests
+# would sleep as bash. From PyPI, the install stage gets musl-tools and gcc (which
+# musl-gcc runs) from apt, if it can, before building orsbox from /src. The build log
+# says which it has.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS install
@@ -29,7 +36,7 @@ RUN set -eu; \
         /opt/orsbox/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-cache-dir \
             --no-index --no-deps $(ls /wheels/*.whl | grep -v '/pip-'); \
     fi
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml setup.py README.md /src/
 COPY orsbox /src/orsbox
 COPY pyproject.toml wheels/orsbox/*.wh[l] /wheels/orsbox/
 RUN set -eu; \
@@ -37,8 +44,12 @@ RUN set -eu; \
         /opt/orsbox/bin/python "$(ls /wheels/pip-*.whl)/pip" install --no-cache-dir \
             --no-index --no-deps /wheels/orsbox/*.whl; \
     else \
+        { apt-get update && apt-get install -y --no-install-recommends musl-tools gcc; } \
+            || echo "no musl-tools: this image's idle guests will sleep as bash" >&2; \
         python3 -m pip --python /opt/orsbox/bin/python install --no-cache-dir /src; \
-    fi
+    fi; \
+    /opt/orsbox/bin/python -c 'from orsbox.sandbox.guest.sleeper import shipped_binary; \
+print("the native sleeper:", "shipped" if shipped_binary() else "none (guests sleep as bash)")'
 
 FROM ${BASE_IMAGE}
 COPY --from=install /opt/orsbox /opt/orsbox

@@ -350,7 +350,12 @@ async def _build(
 async def build_server_image(images: ImageStore) -> None:
     """orsbox/server:latest from a throw-away context holding the wheels made here, and
     the router and the registry beside it (orsbox.cluster.images)."""
-    from orsbox.cluster.images import registry_recipe, router_recipe, server_recipe
+    from orsbox.cluster.images import (
+        registry_recipe,
+        router_recipe,
+        server_recipe,
+        wheel_ships_sleeper,
+    )
 
     with tempfile.TemporaryDirectory(prefix="orsbox-server-") as folder:
         with console.status("orsbox/server: pip wheel on the host (orsbox and its dependencies)"):
@@ -359,4 +364,10 @@ async def build_server_image(images: ImageStore) -> None:
             except OrsboxError as e:
                 console.print(f"[red]error:[/red] {escape(str(e))}")
                 raise typer.Exit(1) from None
+        if not wheel_ships_sleeper(Path(folder) / "wheels"):
+            console.print(
+                "[yellow]warning:[/yellow] orsbox's wheel has no native sleeper (no musl-gcc "
+                "here: apt-get install musl-tools gcc), so the image's idle guests will sleep as "
+                "bash (docs/operating/sizing.md)"
+            )
         await run_plan(images, [server, router_recipe(), registry_recipe()])

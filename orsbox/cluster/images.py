@@ -18,10 +18,12 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from orsbox.bundle import CHECKOUT, root_base
 from orsbox.errors import ImageBuildError
+from orsbox.sandbox.guest.sleeper import SHIPPED_NAME
 from orsbox.sandbox.images import LOCAL_DEBIAN, BuildLog, ImageRecipe
 
 SERVER_IMAGE = "orsbox/server:latest"
@@ -29,7 +31,15 @@ ROUTER_IMAGE = "orsbox/router:latest"
 ROUTER_FOLDER = CHECKOUT / "deploy" / "router"
 REGISTRY_IMAGE = "orsbox/registry:latest"
 REGISTRY_FOLDER = CHECKOUT / "deploy" / "registry"
-CONTEXT = ("Dockerfile", "pyproject.toml", "README.md", "orsbox", "environments", "images")
+CONTEXT = (
+    "Dockerfile",
+    "pyproject.toml",
+    "setup.py",
+    "README.md",
+    "orsbox",
+    "environments",
+    "images",
+)
 LOCAL_DEBIAN_PYTHON = (3, 11)  # bookworm's python3
 WHEELS_TIMEOUT_S = 600
 WHEEL_EPOCH = "315532800"  # 1980-01-01, the oldest time a zip file can hold
@@ -62,6 +72,17 @@ def server_recipe(folder: Path, log: BuildLog, checkout: Path = CHECKOUT) -> Ima
     make_wheels(checkout, folder / "wheels", log)
     dockerfile = folder / "Dockerfile"
     return ImageRecipe(SERVER_IMAGE, folder, dockerfile, base, str(checkout), network_mode="none")
+
+
+def wheel_ships_sleeper(wheels: Path) -> bool:
+    """Whether orsbox's wheel in `wheels/orsbox/` holds the native sleeper prebuilt
+    (setup.py, where the host has musl-gcc): the image has no compiler to build it."""
+    shipped = f"orsbox/sandbox/guest/sleeper/{SHIPPED_NAME}"
+    for wheel in (wheels / "orsbox").glob("orsbox-*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            if shipped in archive.namelist():
+                return True
+    return False
 
 
 def copy_checkout(checkout: Path, folder: Path) -> None:

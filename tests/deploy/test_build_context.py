@@ -4,12 +4,14 @@ base it picks, and that the build gets no network (the wheels are made beforehan
 from __future__ import annotations
 
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from orsbox.cluster import images
 from orsbox.errors import ImageBuildError
+from orsbox.sandbox.guest.sleeper import SHIPPED_NAME
 from orsbox.sandbox.images import LOCAL_DEBIAN
 
 
@@ -59,3 +61,16 @@ def test_an_installed_package_without_a_checkout_is_told_what_is_missing(
     (tmp_path / "site").mkdir()
     with pytest.raises(ImageBuildError, match=r"has no Dockerfile, pyproject\.toml"):
         images.server_recipe(tmp_path / "ctx", lambda line: None, checkout=tmp_path / "site")
+
+
+def test_the_build_says_when_orsboxs_wheel_ships_no_sleeper(tmp_path: Path) -> None:
+    """The image has no compiler: without musl-gcc where the wheel was made, its idle
+    guests sleep as bash, which `orsbox build --server` warns of."""
+    fake_wheels(tmp_path, tmp_path, None)
+    wheel = next((tmp_path / "orsbox").glob("orsbox-*.whl"))
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("orsbox/__init__.py", "")
+    assert not images.wheel_ships_sleeper(tmp_path)
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr(f"orsbox/sandbox/guest/sleeper/{SHIPPED_NAME}", b"\x7fELF")
+    assert images.wheel_ships_sleeper(tmp_path)

@@ -1,6 +1,8 @@
 """The server's own image, run as an operator would: `orsbox/server:latest` with the
 engine's socket mounted serves a bundled episode to the ors-sdk client, its sandboxes
-are containers on the mounted engine, and stopping it leaves none of them behind.
+are containers on the mounted engine, its idle guests sleep as the native sleeper its
+wheel shipped (the image has no compiler to build one), and stopping it leaves none of
+them behind.
 
 It runs with this machine's host name (as with `--uts host`, or two Compose projects'
 `hostname: cell-1`), so a server on the host sees sandboxes whose owner label names this
@@ -22,6 +24,7 @@ import httpx
 import pytest
 
 from orsbox.cluster.images import SERVER_IMAGE
+from orsbox.sandbox.guest.inside.sleep import SLEEPER_NAME
 from orsbox.sandbox.host import owner as L
 from orsbox.sandbox.procfs import pid_namespace as procfs_pid_namespace
 from orsbox.sandbox.procfs import process_start_time
@@ -40,6 +43,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.deploy]
 
 TOKEN = "image-token-0123456789abcdef"
 START_TIMEOUT_S = 60
+SLEEP_AFTER_S = 1  # its guests sleep when idle this long (the native sleeper test)
+# run in the server's container: whether it has a compiler, and a shipped sleeper it uses
+SHIPPED_CHECK = (
+    "import shutil; from orsbox.sandbox.guest.sleeper import shipped_binary; "
+    "print(shutil.which('musl-gcc'), shipped_binary() is not None)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +62,10 @@ def server(docker_client: docker.DockerClient) -> Iterator[tuple[str, str]]:
         detach=True,
         name=f"orsbox-test-server-{uuid.uuid4().hex[:8]}",
         hostname=socket.gethostname(),
-        environment={"ORSBOX_TOKEN": TOKEN},
+        environment={
+            "ORSBOX_TOKEN": TOKEN,
+            "ORSBOX_BACKEND": f'{{"type": "docker", "guest_sleep_after_s": {SLEEP_AFTER_S}}}',
+        },
         volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
         ports={"8080/tcp": ("127.0.0.1", port)},
         labels={"orsbox-test": "server-image"},
@@ -104,6 +116,34 @@ def test_the_host_never_judges_a_containerised_servers_sandboxes(
     # its pid, read in this namespace, is another process or none at all
     assert process_start_time(int(labels[L.PID])) != labels[L.PID_START]
     assert not L.owner_is_dead(labels) and L.owner_state(labels) == "elsewhere"
+    assert httpx.post(f"{url}/delete", headers=headers, timeout=30).status_code == 200
+    wait_until(lambda: not sandboxes_of(docker_client, namespace), 30, 0.1, "the sandbox gone")
+
+
+def sleeping_natively(client: docker.DockerClient, namespace: str) -> bool:
+    """Whether one of the server's sandboxes has its guest asleep as the native sleeper
+    (its argv[0]; a guest asleep as bash is a `bash -c`), read by a process the engine
+    enters, not through the guest."""
+    script = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
+    for container_id in sandboxes_of(client, namespace):
+        with suppress(docker.errors.NotFound, docker.errors.APIError):
+            listing = client.containers.get(container_id).exec_run(["sh", "-c", script])
+            if SLEEPER_NAME in listing.output.decode(errors="replace"):
+                return True
+    return False
+
+
+def test_idle_guests_sleep_as_the_sleeper_the_image_shipped(
+    server: tuple[str, str], docker_client: docker.DockerClient
+) -> None:
+    """The image has no musl-gcc, yet its guests do not sleep as bash: the sleeper is
+    the one built with orsbox's wheel (`orsbox build --server`), checked and used."""
+    url, container_id = server
+    checked = docker_client.containers.get(container_id).exec_run(["python", "-c", SHIPPED_CHECK])
+    assert checked.output.decode().split() == ["None", "True"], checked.output
+    namespace = pid_namespace(docker_client, container_id)
+    headers = {"X-API-Key": TOKEN, "X-Session-ID": open_terminal_session(url, TOKEN)}
+    wait_until(lambda: sleeping_natively(docker_client, namespace), 30, 0.1, "a native sleep")
     assert httpx.post(f"{url}/delete", headers=headers, timeout=30).status_code == 200
     wait_until(lambda: not sandboxes_of(docker_client, namespace), 30, 0.1, "the sandbox gone")
 
