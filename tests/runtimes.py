@@ -1,5 +1,7 @@
-"""The backends the sandbox conformance suite runs on, their documented differences, and
-what a test does to their sandboxes from outside the contract.
+"""What the sandbox conformance suite knows of the backends it runs on: their documented
+differences, what a test does to their sandboxes from outside the contract, and the
+engines the Docker backend is run on. Which backends it runs on, each declares in a
+module of its own in tests/under_test/.
 
 `fake` is host processes (`orsbox.sandbox.fake`). `runc` runs on the engine
 tests/conftest.py's `docker_client` reaches. `runsc` (gVisor) runs on a private engine
@@ -9,13 +11,14 @@ backend with only the engine address (and the runtime) changed. CI starts both a
 ORSBOX_REQUIRE_RUNSC=1 and ORSBOX_REQUIRE_PODMAN=1, so a missing one fails there instead
 of skipping.
 
-Each is a `BackendUnderTest` in `UNDER_TEST`: the conformance tests receive it as the
-`under_test` fixture and never ask which backend they have. A test that cannot hold on
-one calls `under_test.differs(name)`, a skip naming the difference, from the tables
-below; where a backend answers otherwise but still holds the contract, the test asks
+Each is a `BackendUnderTest` (tests/under_test/: `UNDER_TEST`): the conformance tests
+receive it as the `under_test` fixture and never ask which backend they have. A test
+that cannot hold on one calls `under_test.differs(name)`, a skip naming the difference,
+from the tables below; where a backend answers otherwise but still holds the contract, the test asks
 `under_test.has(name)` for the named difference, or the backend's `capabilities`. What a
 test does from outside (kill the sandbox as a crash would, read its process table, enter
-it as an operator does) is the backend's `Outside`. A new backend joins with one entry.
+it as an operator does) is the backend's `Outside`. A new backend joins with a module of
+its own in tests/under_test/, declaring its differences and its `Outside` there.
 """
 
 from __future__ import annotations
@@ -39,11 +42,10 @@ from orsbox.sandbox.docker import DockerBackend
 from orsbox.sandbox.docker.config import DockerConfig, is_gvisor
 from orsbox.sandbox.docker.diagnosis import INITS  # noqa: F401 (re-exported)
 from orsbox.sandbox.docker.engine import engine_product
-from orsbox.sandbox.fake import MARKER, FakeBackend, FakeSandbox, marked
+from orsbox.sandbox.fake import MARKER, FakeSandbox, marked
 from orsbox.sandbox.host import owner as L
 from orsbox.sandbox.labels import label_value
 
-BACKENDS = ["fake", "runc", "runsc", "podman"]
 RUNSC_ENGINE = "unix://" + os.environ.get("ORSBOX_RUNSC_SOCKET", "/var/run/orsbox-runsc.sock")
 REQUIRE_RUNSC = "ORSBOX_REQUIRE_RUNSC"  # scripts/test.sh (CI) sets it to 1
 PODMAN_ENGINE = "unix://" + os.environ.get("ORSBOX_PODMAN_SOCKET", "/var/run/orsbox-podman.sock")
@@ -160,7 +162,8 @@ def runtime_available(runtime: str) -> None:
 
 def docker_backend(runtime: str, **options: object) -> DockerBackend:
     """A backend for `runtime`: gVisor's (`runsc`, or `runsc-ptrace`, which the runsc
-    engine also offers for benchmarks but `BACKENDS` leaves out: CI runs systrap only)
+    engine also offers for benchmarks but tests/under_test/ leaves out: CI runs systrap
+    only)
     on the runsc engine, `podman` on Podman's, anything else on the main engine."""
     if is_gvisor(runtime):
         config = DockerConfig(engine=RUNSC_ENGINE, runtime=runtime)
@@ -336,26 +339,26 @@ def engine_backend(backend: SandboxBackend) -> DockerBackend:
     return backend
 
 
-DIFFERENCE_TABLES = (FAKE_DIFFERENCES, GVISOR_DIFFERENCES, PODMAN_DIFFERENCES, ENGINE_DIFFERENCES)
-
-
 @dataclass(frozen=True)
 class BackendUnderTest:
-    """One backend of the conformance suite: `name` as `BACKENDS` lists it, `who` in
-    messages, `make` (after `fixtures`, e.g. the base image built), the `differences`
-    it documents, and what tests do from `outside`."""
+    """One backend of the conformance suite: `name` as tests/under_test/ declares it,
+    `who` in messages, `make` (after `fixtures`, e.g. the base image built), the
+    `differences` it documents, what tests do from `outside`, and `backend`, the type
+    of the factory's backend it runs (`BackendConfig.tag`)."""
 
     name: str
     who: str
     make: Callable[[], SandboxBackend]
     differences: Mapping[str, str]
     outside: Outside
+    backend: str
     fixtures: tuple[str, ...] = ("base_image",)
     marks: tuple[pytest.MarkDecorator, ...] = field(default=(pytest.mark.docker,))
 
     def has(self, name: str) -> bool:
-        """Whether this backend documents the difference `name` (from any table)."""
-        assert any(name in table for table in DIFFERENCE_TABLES), f"no difference {name!r}"
+        """Whether this backend documents the difference `name` (one some backend under
+        test documents: a name no backend knows is a mistake)."""
+        assert name in known_differences(), f"no difference {name!r}"
         return name in self.differences
 
     def differs(self, name: str) -> None:
@@ -367,7 +370,18 @@ class BackendUnderTest:
         return await self.outside.processes(sandbox)
 
 
-def _engine(name: str) -> Callable[[], SandboxBackend]:
+@functools.cache
+def known_differences() -> frozenset[str]:
+    """Every difference a backend under test documents (tests/under_test/)."""
+    from tests.under_test import UNDER_TEST
+
+    return frozenset(name for entry in UNDER_TEST.values() for name in entry.differences)
+
+
+def engine_maker(name: str) -> Callable[[], SandboxBackend]:
+    """`make` for the Docker backend on `name`'s engine (skipped, or failed in CI, when
+    that engine does not answer)."""
+
     def make() -> SandboxBackend:
         runtime_available(name)
         return docker_backend(name)
@@ -375,31 +389,8 @@ def _engine(name: str) -> Callable[[], SandboxBackend]:
     return make
 
 
-UNDER_TEST = {
-    "fake": BackendUnderTest(
-        "fake", "fake", FakeBackend, FAKE_DIFFERENCES, FakeOutside(), (), (pytest.mark.fake,)
-    ),
-    "runc": BackendUnderTest("runc", "runc", _engine("runc"), ENGINE_DIFFERENCES, EngineOutside()),
-    "runsc": BackendUnderTest(
-        "runsc",
-        "gVisor",
-        _engine("runsc"),
-        {**ENGINE_DIFFERENCES, **GVISOR_DIFFERENCES},
-        EngineOutside(),
-    ),
-    "podman": BackendUnderTest(
-        "podman",
-        "Podman",
-        _engine("podman"),
-        {**ENGINE_DIFFERENCES, **PODMAN_DIFFERENCES},
-        EngineOutside(),
-    ),
-}
-assert list(UNDER_TEST) == BACKENDS
-
-
-# What a Docker backend configured with runsc answers (tests/sandbox/test_capabilities.py
-# holds the real one to it): no network, no switching; for the policy's unit tests.
+# What a Docker backend configured with runsc answers: no network, no switching; for the
+# policy's unit tests.
 GVISOR_CAPABILITIES = BackendCapabilities(
     isolated=True,
     network_modes=frozenset({False}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -316,3 +317,72 @@ def test_the_operators_options_reach_a_backend_that_reads_none_of_them(
 def test_without_options_the_factory_adds_nothing(skeleton: type[SkeletonConfig]) -> None:
     assert type(create_backend(SkeletonConfig())) is SkeletonBackend
     assert type(create_backend(FakeConfig())) is FakeBackend
+
+
+# -- the file count: four files of its own and the factory's line --------------------------
+SKELETON_ROOT = ROOT / "tests" / "skeleton_backend"
+PROOFS = ("tests/test_backend_config.py", "tests/test_layering.py")  # the skeleton's only readers
+SKELETON_UNDER_TEST = '''"""The skeleton's conformance declaration, as tests/under_test/kubernetes.py would be."""
+from tests.runtimes import BackendUnderTest
+from tests.skeleton_backend import SkeletonConfig
+
+
+class PodOutside:
+    """kubectl delete pod --force, kubectl exec ps, ... (not written)."""
+
+
+UNDER_TEST = {
+    "skeleton": BackendUnderTest(
+        "skeleton", "Skeleton cluster", lambda: SkeletonConfig().create(), {},
+        PodOutside(), backend="skeleton", fixtures=(), marks=(),
+    ),
+}
+'''
+
+
+def test_the_skeleton_is_the_files_the_docs_count() -> None:
+    """docs/backends.md's file count lists one file per file of the skeleton, which is
+    what a new backend adds; no test but the proofs names it, so nothing else needed
+    registering (the layering test finds its home from the factory's line, the suite
+    takes it from a module of its own: the tests below and in tests/test_layering.py)."""
+    files = sorted(path.name for path in SKELETON_ROOT.glob("*.py"))
+    assert files == ["__init__.py", "backend.py", "images.py", "sandbox.py"]
+    page = (ROOT / "docs" / "backends.md").read_text()
+    section = page.split("### The file count", 1)[1].split("The trace, part by part", 1)[0]
+    assert section.lstrip().startswith("Four new files and one line")
+    assert sorted(set(re.findall(r"`orsbox/sandbox/kubernetes/(\w+\.py)`", section))) == files
+    readers = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("*.py")
+        if "tests.skeleton_backend" in path.read_text() and SKELETON_ROOT not in path.parents
+    }
+    assert readers == set(PROOFS), readers
+
+
+def test_every_backend_the_factory_lists_is_under_test() -> None:
+    """CI's conformance suite runs on each backend the factory lists: a backend without
+    a module of its own in tests/under_test/ fails here, naming where to declare it."""
+    from orsbox.sandbox.config import BACKENDS
+    from tests.under_test import UNDER_TEST
+
+    declared = {entry.backend for entry in UNDER_TEST.values()}
+    missing = sorted(config.tag() for config in BACKENDS if config.tag() not in declared)
+    assert not missing, f"not under test: {missing} (add tests/under_test/<backend>.py)"
+
+
+def test_a_backend_joins_the_conformance_suite_by_a_module_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The skeleton's declaration, put beside tests/under_test/'s modules (here from a
+    temporary folder on the package's path), is collected with theirs."""
+    import tests.under_test as under_test
+
+    (tmp_path / "skeleton.py").write_text(SKELETON_UNDER_TEST)
+    monkeypatch.setattr(under_test, "__path__", [*under_test.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "tests.under_test.skeleton", raising=False)
+    try:
+        found = under_test.collect(under_test.__name__, under_test.__path__)
+    finally:
+        sys.modules.pop("tests.under_test.skeleton", None)
+    assert set(found) == {*under_test.UNDER_TEST, "skeleton"}
+    assert found["skeleton"].backend == "skeleton" and not found["skeleton"].differences

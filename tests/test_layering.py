@@ -795,7 +795,7 @@ def test_a_conformance_test_naming_a_backend_fails(tmp_path: Path, source: str) 
 
 @pytest.mark.parametrize(
     "reach",
-    ["from tests.runtimes import UNDER_TEST", "from orsbox.sandbox.docker import guarded"],
+    ["from tests.under_test import UNDER_TEST", "from orsbox.sandbox.docker import guarded"],
 )
 def test_a_skeleton_reaching_past_the_contract_fails(tmp_path: Path, reach: str) -> None:
     copy = tmp_path / "tests" / "skeleton_backend"

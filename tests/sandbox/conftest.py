@@ -2,9 +2,9 @@
 Docker client, the base image and the no-leftover check live in tests/conftest.py.
 
 The conformance modules (marked `conformance`: the contract, the persistent shell, exec
-and files, images, capabilities) run once per backend in `tests/runtimes.py`
+and files, images, capabilities) run once per backend declared in tests/under_test/
 (`BACKENDS`): the fake, runc on the main engine, runsc (gVisor) and Podman on private
-engines. Each test gets the one it runs on as `under_test` and never asks which it is:
+engines, and any backend that adds a module of its own there. Each test gets the one it runs on as `under_test` and never asks which it is:
 a test that cannot hold on one calls `under_test.differs(name)`, a skip naming the
 documented difference (docs/gvisor.md, docs/backends.md). Other modules get runc."""
 
@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxSpec
-from tests.runtimes import BACKENDS, UNDER_TEST, BackendUnderTest
+from tests.runtimes import BackendUnderTest
+from tests.under_test import BACKENDS, UNDER_TEST
 
 BASE_IMAGE = "orsbox/base:latest"
 

@@ -1,7 +1,7 @@
 """The sandbox contract (`orsbox.sandbox.base`), one suite for every backend: the fake
 (host processes, `orsbox.sandbox.fake`), Docker with runc, with runsc, and Podman. Only
-the `Sandbox` interface is used, so a new backend joins by adding a case to `UNDER_TEST`
-(tests/runtimes.py, with test_shell.py and test_exec_files.py on the same fixture).
+the `Sandbox` interface is used, so a new backend joins by a module of its own in
+tests/under_test/ (with test_shell.py and test_exec_files.py on the same fixture).
 Where a backend differs, the test skips naming the difference (tests/runtimes.py); what
 a test does from outside the contract (a kill behind the backend's back) is the
 backend's `Outside`."""

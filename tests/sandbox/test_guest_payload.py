@@ -19,8 +19,8 @@ from orsbox.sandbox import SandboxBackend, SandboxSpec
 from orsbox.sandbox.guest import payload as guest
 from orsbox.sandbox.guest.loader import LOADER
 from orsbox.sandbox.guest.payload import PACKAGE, Payload, guest_modules, guest_payload
-from tests.runtimes import UNDER_TEST
 from tests.sandbox.conftest import BASE_IMAGE
+from tests.under_test import UNDER_TEST
 
 INSIDE = Path(guest.__file__).parent / "inside"
 SOURCES = sorted(INSIDE.glob("*.py"))
