@@ -49,6 +49,19 @@ harbor_log="$(mktemp -p "$run_dir")"
     flock "$editable_lock" "$HARBOR_VENV/bin/pip" install --quiet --disable-pip-version-check -e .
 ) >"$harbor_log" 2>&1 &
 harbor_install=$!
+# platoon 0.4.0 (Python >= 3.12, on PyPI) in a venv of its own, for its real ORS service
+# against two orsbox servers (tests/integrations/trainers/test_platoon_source.py), also
+# in the background: about 40 s of download and install here.
+PLATOON_VENV="${ORSBOX_PLATOON_VENV:-/opt/orsbox-platoon-venv}"
+platoon_log="$(mktemp -p "$run_dir")"
+(
+    if [ ! -x "$PLATOON_VENV/bin/python" ] || ! "$PLATOON_VENV/bin/python" -c 'import platoon.envs.ors' 2>/dev/null; then
+        "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python" -m venv "$PLATOON_VENV"
+        "$PLATOON_VENV/bin/pip" install --quiet --disable-pip-version-check \
+            'platoon[ors]==0.4.0' openreward==0.1.167
+    fi
+) >"$platoon_log" 2>&1 &
+platoon_install=$!
 # Debian's packages, all in one apt transaction (each `apt-get update` and dpkg run
 # costs seconds on a fresh machine): docker.io (scripts/start-docker.sh); Podman and
 # catatonit, runsc from bookworm-backports (Debian 12's own 2022 build breaks statx), for
@@ -193,6 +206,14 @@ fi
 rm -f "$harbor_log" "$editable_lock"
 stamp "Harbor's venv"
 export ORSBOX_HARBOR_VENV="$HARBOR_VENV" ORSBOX_REQUIRE_HARBOR=1
+if ! wait "$platoon_install"; then
+    cat "$platoon_log" >&2
+    echo "platoon's venv ($PLATOON_VENV) could not be installed" >&2
+    exit 1
+fi
+rm -f "$platoon_log"
+stamp "platoon's venv"
+export ORSBOX_PLATOON_PYTHON="$PLATOON_VENV/bin/python"
 ruff check .
 ruff format --check orsbox tests docs/hooks
 # The suite in two parts. Most test files run three at a time (pytest-xdist, a file per

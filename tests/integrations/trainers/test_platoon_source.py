@@ -3,7 +3,8 @@
 platoon 0.4.0 is on PyPI but needs Python >= 3.12, so it runs in a venv of its own,
 named by `ORSBOX_PLATOON_PYTHON` (its `python`); `ORSBOX_PLATOON_SOURCE`, when set, is a
 platoon source tree put first on that Python's path (a checkout, or the wheel unpacked),
-to test a version that is not installed. Without the variable the test is skipped:
+to test a version that is not installed. scripts/test.sh (CI) makes that venv in
+/opt/orsbox-platoon-venv and sets the variable; without it the test is skipped:
 
     /root/.pyenv/versions/3.12.1/bin/python -m venv /tmp/platoon-venv
     /tmp/platoon-venv/bin/pip install 'platoon[ors]==0.4.0' openreward==0.1.167
