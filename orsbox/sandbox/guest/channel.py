@@ -83,11 +83,13 @@ class FrameReader:
             frames.extend(self._guest_frames())
         return frames, errors
 
-    def leftover(self) -> bytes:
-        """What came on stdout and never made a frame: at the end, a message from
-        something other than the guest (Docker writes why an exec could not start on
-        the exec's stdout)."""
-        return bytes(self._guest)
+    def take_leftover(self) -> bytes:
+        """What came on stdout and never made a frame, emptied: at the end, a message
+        from something other than the guest (Docker writes why an exec could not start
+        on the exec's stdout)."""
+        leftover = bytes(self._guest)
+        self._guest.clear()
+        return leftover
 
     def _guest_frames(self) -> list[tuple[Header, bytes]]:
         out = []
@@ -220,13 +222,13 @@ class GuestChannel(asyncio.Protocol):
         # unsent (a start that failed, like `docker exec -u nobody-here`, never reads
         # its stdin, and a flushing close would hold every pending request to its
         # timeout) and fail the pending requests now.
+        self._keep_last_words()  # before a send can see the transport closing
         if self._transport is not None:
             self._transport.abort()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        text = self._reader.leftover().decode(errors="replace")
-        self.last_words.extend(line.strip() for line in text.splitlines() if line.isprintable())
+        self._keep_last_words()
         self.closed.set()
         self._writable.set()
         for future in self._pending.values():
@@ -234,6 +236,10 @@ class GuestChannel(asyncio.Protocol):
                 future.set_exception(ChannelClosed(self.name))
         if self._on_lost is not None:
             self._on_lost()
+
+    def _keep_last_words(self) -> None:
+        text = self._reader.take_leftover().decode(errors="replace")
+        self.last_words.extend(line.strip() for line in text.splitlines() if line.isprintable())
 
     def pause_writing(self) -> None:
         self._writable.clear()
