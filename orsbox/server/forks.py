@@ -29,7 +29,9 @@ from orsbox.server.sessions import SessionManager
 
 async def fork(sessions: SessionManager, sid: str, n: int, *, owner: str) -> list[str]:
     """Start `n` sessions from session `sid`'s files; return their ids. The source must
-    be `owner`'s (another client's answers as an unknown one), and so are the new ones."""
+    be `owner`'s (another client's answers as an unknown one), and so are the new ones.
+    The files are saved between the source's calls (it takes its turn on the session's
+    call lock), so a fork never copies a call half done."""
     settings = sessions.settings
     if not 1 <= n <= settings.max_fork:
         raise BadRequest(f"n must be between 1 and {settings.max_fork} (max_fork), not {n}")
@@ -43,7 +45,8 @@ async def fork(sessions: SessionManager, sid: str, n: int, *, owner: str) -> lis
             f"max_sessions ({settings.max_sessions})",
             headers={"Retry-After": str(settings.capacity_retry_after_s)},
         )
-    shared = await env.snapshot(n)
+    async with source.call_lock:  # between calls: a whole call's files, never half
+        shared = await env.snapshot(n)
     created: list[str] = []
     try:
         for _ in range(n):

@@ -12,8 +12,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -22,6 +24,7 @@ import pytest
 
 from tests.containers.conftest import Episode, idle, labelled, start_container_server
 from tests.servers import ROOT, LiveServer
+from tests.sse_client import post_sse
 from tests.waiting import wait_until
 
 SETUP = """set -e
@@ -196,6 +199,31 @@ def test_forks_share_the_source_files_and_nothing_after(
     wait_until(lambda: fork_images(docker_client, env_name) == [], 15, 0.1, "fork image gone")
     assert source.bash("cat /workspace/note")[0] == "mine\n"
     source.delete()
+
+
+def test_a_fork_waits_for_the_call_in_flight(
+    server: LiveServer, env_name: str, docker_client: docker.DockerClient
+) -> None:
+    """A fork posted while a call runs on the source takes its turn after it (the
+    session's call lock): its files are the whole call's, never half of it. The call
+    writes its file at its end, 2 s in; the fork is posted once the server took the call."""
+    source = open_task(server, env_name, 1)
+    source.bash("true")  # set up and ready
+    accepted = threading.Event()
+    body = {"name": "bash", "input": {"command": "sleep 2; echo whole > /workspace/call"}}
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(
+            post_sse, f"{server.url}/{env_name}/call", body, source.sid, 60, accepted
+        )
+        assert accepted.wait(30), "the server did not take the call"
+        answer = fork(source, 1)
+        assert call.result().result()["ok"] is True
+    assert answer.status_code == 200, answer.text
+    (forked,) = (Episode(server, sid, env_name) for sid in answer.json()["sids"])
+    assert forked.bash("cat /workspace/call")[0] == "whole\n"
+    forked.delete()
+    source.delete()
+    wait_until(lambda: fork_images(docker_client, env_name) == [], 15, 0.1, "fork image gone")
 
 
 def test_a_fork_of_an_unknown_or_finished_session_is_an_ors_error(

@@ -37,6 +37,7 @@ from tests.deploy.server_containers import (
     sandboxes_of,
 )
 from tests.servers import free_port
+from tests.sse_client import post_sse
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.deploy]
@@ -120,6 +121,9 @@ def test_the_host_never_judges_a_containerised_servers_sandboxes(
     wait_until(lambda: not sandboxes_of(docker_client, namespace), 30, 0.1, "the sandbox gone")
 
 
+BASH_TRUE = {"name": "bash", "input": {"command": "true"}}
+
+
 def sleeping_natively(client: docker.DockerClient, namespace: str) -> bool:
     """Whether one of the server's sandboxes has its guest asleep as the native sleeper
     (its argv[0]; a guest asleep as bash is a `bash -c`), read by a process the engine
@@ -142,7 +146,13 @@ def test_idle_guests_sleep_as_the_sleeper_the_image_shipped(
     checked = docker_client.containers.get(container_id).exec_run(["python", "-c", SHIPPED_CHECK])
     assert checked.output.decode().split() == ["None", "True"], checked.output
     namespace = pid_namespace(docker_client, container_id)
-    headers = {"X-API-Key": TOKEN, "X-Session-ID": open_terminal_session(url, TOKEN)}
+    sid = open_terminal_session(url, TOKEN)
+    headers = {"X-API-Key": TOKEN, "X-Session-ID": sid}
+    # A first call: the session's setup, and the snapshot of it (`cache = true`), are
+    # done. Only then may a process enter its sandbox from outside: an exec into a
+    # container paused for its commit hangs it (docs/operating/setup-snapshots.md).
+    first = post_sse(f"{url}/terminal/call", BASH_TRUE, sid, **{"X-API-Key": TOKEN})
+    assert first.result()["ok"] is True, first.events
     wait_until(lambda: sleeping_natively(docker_client, namespace), 30, 0.1, "a native sleep")
     assert httpx.post(f"{url}/delete", headers=headers, timeout=30).status_code == 200
     wait_until(lambda: not sandboxes_of(docker_client, namespace), 30, 0.1, "the sandbox gone")

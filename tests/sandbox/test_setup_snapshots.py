@@ -131,3 +131,37 @@ async def test_a_groups_sessions_start_from_a_saved_setup_at_once(
         filters = {"label": [f"{k}={v}" for k, v in scope.items()]}
         for image in docker_client.api.images(filters=filters):
             docker_client.api.remove_image(image["Id"], force=True)
+
+
+async def test_a_command_as_another_user_waits_for_a_commit_to_end(
+    backend: DockerBackend, base_image: str, docker_client: docker.DockerClient
+) -> None:
+    """A commit pauses the container; an exec started into a paused container hangs in
+    runc and holds the container for good (the commit's unpause waits on it: seen as a
+    setup snapshot paused for 47 minutes, `docker inspect` of it hanging). A command as
+    another user starts an exec (its sub-guest), so it waits for the commit to end."""
+    assert backend.snapshots is not None
+    scope = {"orsbox.test": f"paused-{uuid.uuid4().hex[:8]}"}
+    sandbox = await backend.start(SandboxSpec(image=base_image, session_id="paused"))
+    ended: list[str] = []
+
+    async def commit() -> None:
+        await backend.snapshots.commit(sandbox, kind="setup", name="paused", labels=scope)  # type: ignore[union-attr]
+        ended.append("commit")
+
+    async def as_root() -> None:
+        assert (await sandbox.exec(["id", "-un"], user="root")).output == "root\n"
+        ended.append("exec")
+
+    try:
+        await sandbox.shell("head -c 30000000 /dev/urandom > /workspace/big")  # a slow commit
+        committing = asyncio.create_task(commit())
+        await wait_until_async(lambda: sandbox.id in backend.engine._paused, 10)
+        await asyncio.wait_for(asyncio.gather(committing, as_root()), 60)
+        assert ended == ["commit", "exec"]
+        assert (await sandbox.exec(["id", "-un"], user="nobody")).output == "nobody\n"
+    finally:
+        await sandbox.close()
+        filters = {"label": [f"{k}={v}" for k, v in scope.items()]}
+        for image in docker_client.api.images(filters=filters):
+            docker_client.api.remove_image(image["Id"], force=True)

@@ -14,6 +14,7 @@ start is re-raised as SandboxStartError by the backend).
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import contextlib
 import functools
@@ -150,6 +151,8 @@ class Engine:
         self.last_answer = -float("inf")  # monotonic time of the last call that succeeded
         self._ping_since: float | None = None  # when the ping in flight started
         self._pids: dict[str, int] = {}  # container id -> its first process (for usage)
+        # container id -> set when its commit (paused) ends: no exec starts meanwhile
+        self._paused: dict[str, asyncio.Event] = {}
         # What answers (`engine_product`): asked when the client connects, so it is
         # known after the first call of any kind (a server's start-up sweep is one)
         self.product: str | None = None
@@ -412,7 +415,13 @@ class Engine:
     async def attach_exec(
         self, container_id: str, argv: builtins.list[str], user: str
     ) -> socket.socket:
-        """Start `argv` as an attached exec (stdin open, no tty); return its raw socket."""
+        """Start `argv` as an attached exec (stdin open, no tty); return its raw socket.
+        Not while the container is paused for a commit: an exec started into a paused
+        container hangs in runc with the container's lock held, and the commit's unpause
+        then waits for it for good (Docker 20.10; the container, `docker inspect` of it
+        and image removals hang with it)."""
+        while (paused := self._paused.get(container_id)) is not None:
+            await paused.wait()
         return await self.run("start the sandbox guest", self._attach, container_id, argv, user)
 
     def _attach(self, container_id: str, argv: builtins.list[str], user: str) -> socket.socket:
@@ -428,6 +437,18 @@ class Engine:
         """Save the container's filesystem as image `repository:tag`; return its id.
         The container is paused meanwhile (a consistent copy) and goes on afterwards.
         `labels` are merged over the ones the container carries."""
+        while (paused := self._paused.get(container_id)) is not None:  # one at a time
+            await paused.wait()
+        done = self._paused[container_id] = asyncio.Event()
+        try:
+            return await self._commit(container_id, repository, tag, labels)
+        finally:
+            del self._paused[container_id]
+            done.set()
+
+    async def _commit(
+        self, container_id: str, repository: str, tag: str, labels: dict[str, str]
+    ) -> str:
         fn = functools.partial(
             self.client.api.commit,
             container_id,
