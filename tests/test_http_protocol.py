@@ -467,6 +467,20 @@ def test_failed_setup_fails_later_requests_with_its_message(
     assert post(protocol_server, "/delete", None, sid).status_code == 200
 
 
+def test_a_task_the_setup_refuses_is_the_clients_mistake(protocol_server: LiveServer) -> None:
+    """A task_spec the environment refuses as it starts (a dataset's `{"name": ...}`
+    naming none of its tasks, `BadRequest`): the requests after answer 400 with why,
+    not a 500 marked as the host's failure, which a trainer would mask."""
+    sid = new_session(protocol_server, refuse="nope")
+    for r in (
+        get(protocol_server, "/protocol/prompt", sid),
+        post(protocol_server, "/protocol/call", {"name": "echo", "input": {"text": "x"}}, sid),
+    ):
+        assert r.status_code == 400
+        assert r.json() == {"detail": "setup failed: BadRequest: protocol has no task named 'nope'"}
+    assert post(protocol_server, "/delete", None, sid).status_code == 200
+
+
 def test_delete_during_setup(protocol_server: LiveServer) -> None:
     sid = new_session(protocol_server, setup_s=30)
     started = time.monotonic()

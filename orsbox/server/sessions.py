@@ -88,6 +88,9 @@ class Session:
     call_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     env: Environment | None = None
     error: str | None = None
+    # the setup refused the client's task (BadRequest: a task_spec naming no task of the
+    # dataset): its requests answer 400, not a 500 marked as the host's failure
+    error_is_clients: bool = False
     calls_in_flight: int = 0
     secret_values: list[str] = field(default_factory=list)
     setup_task: asyncio.Task[None] | None = None
@@ -250,7 +253,11 @@ class SessionManager:
                 },
             )
         if session.error is not None:
-            raise SetupFailed(session.error)
+            raise (
+                BadRequest(session.error)
+                if session.error_is_clients
+                else SetupFailed(session.error)
+            )
         return session
 
     def ping(self, sid: str, *, owner: str | None) -> None:
@@ -449,6 +456,7 @@ class SessionManager:
         except Exception as e:
             self.observer.setup_failed(session, e)
             session.error = LIVE_SECRETS.redact(_describe_setup_error(e, self.settings))
+            session.error_is_clients = isinstance(e, BadRequest)
             log.warning("session %s setup failed: %s", session.sid, session.error)
             await self._teardown(session)
         finally:

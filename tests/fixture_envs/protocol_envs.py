@@ -8,6 +8,7 @@ import time
 from pydantic import BaseModel
 
 from orsbox import Environment, ImageBlock, Split, TextBlock, ToolOutput, tool
+from orsbox.errors import BadRequest
 
 BIG_TEXT = ("héllo   wörld  ✓ " + " " * 37 + "日本語\t\n") * 400 + " " * 5000 + "end"
 
@@ -39,6 +40,8 @@ class Protocol(Environment):
 
     async def setup(self):
         await asyncio.sleep(float(self.task_spec.get("setup_s", 0)))
+        if self.task_spec.get("refuse"):  # a dataset's task_spec naming no task of it
+            raise BadRequest(f"protocol has no task named {self.task_spec['refuse']!r}")
         if self.task_spec.get("fail_setup"):
             raise RuntimeError(f"setup exploded with {self.secrets.get('token', 'no token')}")
 
