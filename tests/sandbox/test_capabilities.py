@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from orsbox.errors import SandboxStartError
+from orsbox.errors import SandboxError, SandboxStartError
 from orsbox.sandbox import Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
 from orsbox.sandbox.capabilities import EVERY_NETWORK_MODE, NetworkMode
 from orsbox.sandbox.pool import WarmPool
@@ -68,11 +68,16 @@ async def _has_network(
 
 
 async def test_a_network_is_switched_where_it_is_offered(
-    backend: SandboxBackend, sandbox: Sandbox
+    under_test: BackendUnderTest, backend: SandboxBackend, sandbox: Sandbox
 ) -> None:
-    """`switch_network`: a running sandbox gets a network and loses it again (where it
-    is not offered, the server's policy never asks: nothing to hold)."""
+    """`switch_network`: a running sandbox gets a network and loses it again. Where it
+    is not offered, a switch is refused as the contract says, never a silent no-op
+    (gVisor's once changed nothing and said nothing)."""
     if not backend.capabilities.switch_network:
+        under_test.differs("limits")  # the fake records what it is asked, enforcing none
+        for network in (True, False):
+            with pytest.raises(SandboxError):
+                await sandbox.set_network(network)
         return
     await sandbox.set_network(True)
     assert (await sandbox.shell(INTERFACES)).output.split() != ["lo"]

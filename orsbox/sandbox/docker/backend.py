@@ -210,6 +210,7 @@ class DockerBackend(SandboxBackend):
                 layer_bound_bytes=spec.limits.writable_layer_bytes,
                 memory=guest_memory_bounds(spec.limits, runtime),
                 ends_itself=is_gvisor(runtime),
+                network_refused=self._network_refused(runtime),
             )
             if spec.limits.network == "allowlist":
                 await sandbox.use_proxy(spec.limits.allowed_hosts)
@@ -347,6 +348,7 @@ class DockerBackend(SandboxBackend):
         layer_bound_bytes: int | None = None,
         memory: dict[str, int | None] | None = None,
         ends_itself: bool = False,
+        network_refused: str | None = None,
     ) -> DockerSandbox:
         sandbox: DockerSandbox | None = None
 
@@ -373,7 +375,7 @@ class DockerBackend(SandboxBackend):
             open_guest=SubGuests(channel, name, start_as, DockerDemux).open,
             guarded=self.guarded,
             allowlist=self.allowlist,
-            network_refused=self._network_refused(),
+            network_refused=network_refused or self._network_refused(),
             ends_itself=ends_itself,
             on_closed=lambda s: self._sandboxes.pop(s.id, None),
         )
@@ -449,11 +451,19 @@ class DockerBackend(SandboxBackend):
             raise SandboxError(refused)
         await self.guarded.ensure()
 
-    def _network_refused(self) -> str | None:
-        """Why no sandbox of this engine may join or switch to a network (Podman's,
-        `podman.py`); None where they may. Asked once the engine has answered."""
+    def _network_refused(self, runtime: str | None = None) -> str | None:
+        """Why no sandbox of this engine (or under `runtime`) may join or switch to a
+        network: Podman's (`podman.py`), gVisor's (`--network=none`: a switch would
+        change nothing inside); None where they may. Asked once the engine answered."""
         product = self.engine.product
-        return no_guarded_network(product) if product and is_podman(product) else None
+        if product and is_podman(product):
+            return no_guarded_network(product)
+        if is_gvisor(runtime):
+            return (
+                f"a sandbox under {runtime} (gVisor) has no network and cannot be given "
+                "one: the runtime runs with --network=none (docs/gvisor.md)"
+            )
+        return None
 
     async def usage_of(self, sandbox_id: str) -> ResourceUsage | None:
         try:
