@@ -14,7 +14,6 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from orsbox.authoring.container import ContainerEnvironment
 from orsbox.authoring.declarative import DeclarativeEnvironment, manifest_path
@@ -144,15 +143,13 @@ def needed_images(environments: Iterable[type[Environment]]) -> list[str]:
 def images_of(environments: Iterable[type[Environment]]) -> list[str]:
     """Every image the environments' episodes run in, in order, without repeats: the
     bundled environments' and Harbor tasks' (`needed_images`) and every SWE-bench
-    instance's (`instances`: pulled by a server when an episode needs one, so never
+    instance's (`pulled_images`: pulled by a server when an episode needs one, so never
     built ahead, but what `orsbox images push` sends to a cluster's registry)."""
     environments = list(environments)
     found = needed_images(environments)
     for env in environments:
-        instances: dict[str, Any] = getattr(env, "instances", None) or {}
-        found.extend(
-            i.image for i in instances.values() if isinstance(getattr(i, "image", None), str)
-        )
+        if issubclass(env, ContainerEnvironment):
+            found.extend(env.pulled_images())
     return list(dict.fromkeys(found))
 
 

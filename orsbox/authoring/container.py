@@ -142,6 +142,13 @@ class ContainerEnvironment(Environment):
         images are per task and pulled on demand returns none."""
         return [cls.image]
 
+    @classmethod
+    def pulled_images(cls) -> list[str]:
+        """Images its episodes pull when they need one, never built ahead (a SWE-bench
+        dataset's instance images): what `orsbox images list` shows and `orsbox images
+        push` sends to a cluster's registry besides `needed_images`."""
+        return []
+
     def task_files(self) -> dict[str, str]:
         """Host folders to copy into the sandbox at setup: `{host_dir: sandbox_dir}`."""
         return {}

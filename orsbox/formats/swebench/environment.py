@@ -47,6 +47,10 @@ class SWEDatasetEnvironment(DatasetEnvironment[Instance]):
         """None to build ahead: instance images are pulled when an episode needs one."""
         return []
 
+    @classmethod
+    def pulled_images(cls) -> list[str]:
+        return [task.image for task in cls.tasks.values()]
+
     def task_sandbox(self) -> dict[str, Any]:
         return {"image": self.task.image, "workdir": self.task.workdir}
 
