@@ -121,9 +121,10 @@ class SubGuests:
 
     async def open(self, user: str) -> GuestChannel:
         kept = await self._kept_copy()
+        first_words: list[str] = []
         if kept is not None:
             try:
-                return await self._open(user, kept)
+                return await self._open(user, kept, first_words)
             except ChannelClosed:
                 if self._kept == kept:
                     self._kept = None
@@ -132,7 +133,10 @@ class SubGuests:
         try:
             return await self._open(user, None, last_words)
         except ChannelClosed:
-            why = f": {'; '.join(last_words)}" if last_words else ""
+            # The engine does not always say why twice (Docker 20.10 under load closes
+            # the second refused exec's stream with nothing written): either try's words.
+            words = last_words or first_words or await self._missing_user(user)
+            why = f": {'; '.join(words)}" if words else ""
             raise SandboxError(
                 f"could not run a command as user {user!r} in {self._name}{why}"
             ) from None
@@ -155,6 +159,23 @@ class SubGuests:
         if kept is None:
             self.payloads_sent += 1
         return channel
+
+    async def _missing_user(self, user: str) -> list[str]:
+        """Why a start as `user` failed when the engine did not say: a user named by a
+        name the sandbox's /etc/passwd lacks (a numeric uid needs no entry)."""
+        name = user.partition(":")[0]
+        if not name or name.isdigit() or not self._main.open:
+            return []
+        try:
+            header, passwd = await self._main.request(
+                {"op": "read", "path": "/etc/passwd", "max": 1 << 20}, timeout_s=KEEP_TIMEOUT_S
+            )
+        except (ChannelClosed, TimeoutError):
+            return []
+        names = {line.split(":", 1)[0] for line in passwd.decode(errors="replace").splitlines()}
+        if header.get("ok") and name not in names:
+            return [f"unable to find user {name}: no entry in the sandbox's /etc/passwd"]
+        return []
 
     async def _kept_copy(self) -> Kept | None:
         """The main guest's copy of the payload, asked for once (None: it could not
