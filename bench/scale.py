@@ -59,6 +59,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -898,21 +899,33 @@ def main() -> None:
         bench.run_id = args.run_id
     steps = sorted({int(n) for n in args.steps.split(",") if n})
 
-    async def go() -> Ramp:
+    interrupted: list[int] = []
+
+    async def go() -> Ramp | None:
+        # SIGINT cancels the ramp and is remembered: a step may take the cancellation
+        # for an error of its own (a failed episode: the ramp "ends at a bound"), and
+        # the task's cancel count is not kept by every library it passes through
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGINT, lambda: (interrupted.append(signal.SIGINT), task.cancel())
+        )
         try:
-            ramp = await measure(
+            return await measure(
                 bench, steps, not args.no_baseline, args.budget_s, args.guest_sleep_after_s
             )
+        except asyncio.CancelledError:
+            if not interrupted:
+                raise
+            return None
         finally:
             await bench.cleanup()
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            # interrupted (SIGINT) where a step took the cancellation for an error of its
-            # own: the ramp did not finish, so it must not exit as though it had
-            raise asyncio.CancelledError
-        return ramp
 
     ramp = asyncio.run(go())
+    if interrupted or ramp is None:
+        # cleaned up; the ramp did not finish, so it must not exit as though it had
+        print("scale: interrupted, everything it started removed", file=sys.stderr)
+        sys.exit(130)
     report(bench, ramp, args.svg)
     if args.json is not None:
         args.json.write_text(json.dumps(bench.raw["scale"], indent=2, default=str))

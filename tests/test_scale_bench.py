@@ -104,12 +104,13 @@ def test_an_interrupted_ramp_leaves_nothing(
                 break
         assert left_behind(docker_client, run_id), "the ramp's setup snapshots are made"
         ramp.send_signal(signal.SIGINT)
-        ramp.communicate(timeout=TIMEOUT_S)
+        _, said = ramp.communicate(timeout=TIMEOUT_S)
     finally:
         if ramp.poll() is None:
             ramp.kill()
             ramp.communicate()
-    assert ramp.returncode != 0  # interrupted, not finished
+    assert ramp.returncode == 130, said[-3000:]  # interrupted, not finished
+    assert "scale: interrupted" in said, said[-3000:]
     assert left_behind(docker_client, run_id) == []
 
 
