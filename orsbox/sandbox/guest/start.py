@@ -133,9 +133,11 @@ class SubGuests:
         try:
             return await self._open(user, None, last_words)
         except ChannelClosed:
-            # The engine does not always say why twice (Docker 20.10 under load closes
-            # the second refused exec's stream with nothing written): either try's words.
-            words = last_words or first_words or await self._missing_user(user)
+            # The engine does not always say why (Docker 20.10 under load closes a
+            # refused exec's stream with nothing written). The first try's words come
+            # after the passwd check: they may be the loader's own, of a kept copy
+            # missing or changed, which is not why the second try failed.
+            words = last_words or await self._missing_user(user) or first_words
             why = f": {'; '.join(words)}" if words else ""
             raise SandboxError(
                 f"could not run a command as user {user!r} in {self._name}{why}"
@@ -172,10 +174,12 @@ class SubGuests:
             )
         except (ChannelClosed, TimeoutError):
             return []
+        if not header.get("ok"):
+            return []
         names = {line.split(":", 1)[0] for line in passwd.decode(errors="replace").splitlines()}
-        if header.get("ok") and name not in names:
-            return [f"unable to find user {name}: no entry in the sandbox's /etc/passwd"]
-        return []
+        if name in names:
+            return []
+        return [f"unable to find user {name}: no entry in the sandbox's /etc/passwd"]
 
     async def _kept_copy(self) -> Kept | None:
         """The main guest's copy of the payload, asked for once (None: it could not
